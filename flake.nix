@@ -1,0 +1,55 @@
+{
+  description = "switchyard: deploy NixOS configurations to fleets of nodes and judge, per node, whether it really came up";
+
+  inputs.nixpkgs.url = "github:NixOS/nixpkgs/nixos-25.05";
+
+  outputs = { self, nixpkgs }:
+    let
+      systems = [ "x86_64-linux" "aarch64-linux" ];
+      forAllSystems = f: nixpkgs.lib.genAttrs systems (system: f system nixpkgs.legacyPackages.${system});
+      version = "0.1.0";
+      methods = [ "ssh" "tf" "tf-incus" "tf-incus-operator" ];
+    in
+    {
+      packages = forAllSystems (system: pkgs: {
+        default = pkgs.buildGoModule {
+          pname = "switchyard";
+          inherit version;
+          src = ./.;
+          # No third-party modules yet; set to the module hash once go.sum lists some.
+          vendorHash = null;
+          subPackages = [ "cmd/switchyard" ];
+          ldflags = [ "-s" "-w" "-X github.com/switchyard-nix/switchyard/cmd/switchyard/cli.Version=${version}" ];
+          # Test-bed tests need Incus and skip outside it; the unit tier runs here.
+          nativeCheckInputs = [ pkgs.nix ];
+          meta.mainProgram = "switchyard";
+        };
+      });
+
+      # nix run .#<method> -- <verb>  ==  switchyard <method> <verb>
+      apps = forAllSystems (system: pkgs:
+        let
+          sw = self.packages.${system}.default;
+          app = method: {
+            type = "app";
+            program = toString (pkgs.writeShellScript "switchyard-${method}" ''
+              exec ${sw}/bin/switchyard ${method} "$@"
+            '');
+          };
+        in
+        nixpkgs.lib.genAttrs methods app // {
+          default = { type = "app"; program = "${sw}/bin/switchyard"; };
+        });
+
+      devShells = forAllSystems (system: pkgs: {
+        default = pkgs.mkShell {
+          packages = [ pkgs.go pkgs.gopls pkgs.opentofu pkgs.incus pkgs.nix pkgs.openssh ];
+        };
+      });
+
+      checks = forAllSystems (system: pkgs: {
+        # buildGoModule runs `go test ./...` in its check phase.
+        switchyard = self.packages.${system}.default;
+      });
+    };
+}

@@ -1,0 +1,3 @@
+module github.com/switchyard-nix/switchyard
+
+go 1.26

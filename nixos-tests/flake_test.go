@@ -1,0 +1,134 @@
+package nixostests
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"testing"
+
+	"github.com/switchyard-nix/switchyard/testbed"
+)
+
+func nixTool(t *testing.T, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		if os.Getenv("SWITCHYARD_TESTBED") == "require" {
+			t.Fatalf("%s not on PATH", name)
+		}
+		t.Skipf("%s not on PATH (run testbed/setup.sh)", name)
+	}
+	return p
+}
+
+func TestNixFilesParse(t *testing.T) {
+	tool := nixTool(t, "nix-instantiate")
+	root := testbed.RepoRoot()
+	files := []string{filepath.Join(root, "flake.nix"), filepath.Join(root, "testbed", "closures", "default.nix")}
+	more, _ := filepath.Glob(filepath.Join(root, "nixos-tests", "*.nix"))
+	files = append(files, more...)
+	for _, f := range files {
+		if out, err := exec.Command(tool, "--parse", f).CombinedOutput(); err != nil {
+			t.Errorf("%s does not parse: %v\n%s", f, err, out)
+		}
+	}
+}
+
+// TestFlakeLockMatchesInputs checks flake.lock is a version 7 lock whose root inputs are
+// exactly flake.nix's inputs, each locked and recorded with the reference flake.nix names.
+func TestFlakeLockMatchesInputs(t *testing.T) {
+	tool := nixTool(t, "nix-instantiate")
+	root := testbed.RepoRoot()
+	// flake.nix's inputs are plain data: evaluate just them, never the outputs.
+	out, err := exec.Command(tool, "--eval", "--strict", "--json", "-E",
+		"(import "+filepath.Join(root, "flake.nix")+").inputs").Output()
+	if err != nil {
+		t.Fatalf("evaluate flake.nix inputs: %v", err)
+	}
+	var inputs map[string]struct {
+		URL string `json:"url"`
+	}
+	if err := json.Unmarshal(out, &inputs); err != nil {
+		t.Fatalf("flake.nix inputs: %v", err)
+	}
+
+	raw, err := os.ReadFile(filepath.Join(root, "flake.lock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lock struct {
+		Version int    `json:"version"`
+		Root    string `json:"root"`
+		Nodes   map[string]struct {
+			Inputs   map[string]string `json:"inputs"`
+			Locked   map[string]any    `json:"locked"`
+			Original map[string]any    `json:"original"`
+		} `json:"nodes"`
+	}
+	if err := json.Unmarshal(raw, &lock); err != nil {
+		t.Fatalf("flake.lock is not JSON: %v", err)
+	}
+	if lock.Version != 7 {
+		t.Errorf("flake.lock version %d, want 7", lock.Version)
+	}
+	rootNode, ok := lock.Nodes[lock.Root]
+	if !ok {
+		t.Fatalf("flake.lock root node %q missing", lock.Root)
+	}
+	if got, want := keys(rootNode.Inputs), keys(inputs); !equal(got, want) {
+		t.Fatalf("flake.lock root inputs %v, flake.nix inputs %v", got, want)
+	}
+	for name, in := range inputs {
+		node, ok := lock.Nodes[rootNode.Inputs[name]]
+		if !ok {
+			t.Errorf("input %s: lock node %q missing", name, rootNode.Inputs[name])
+			continue
+		}
+		for _, k := range []string{"type", "narHash"} {
+			if node.Locked[k] == nil {
+				t.Errorf("input %s: locked.%s missing", name, k)
+			}
+		}
+		if got := originalURL(node.Original); got != in.URL {
+			t.Errorf("input %s: lock original %q, flake.nix url %q", name, got, in.URL)
+		}
+	}
+}
+
+// originalURL renders a lock's "original" attribute set as a flake reference.
+func originalURL(o map[string]any) string {
+	s := func(k string) string { v, _ := o[k].(string); return v }
+	switch s("type") {
+	case "github", "gitlab", "sourcehut":
+		u := s("type") + ":" + s("owner") + "/" + s("repo")
+		if r := s("ref"); r != "" {
+			u += "/" + r
+		}
+		return u
+	default:
+		return s("url")
+	}
+}
+
+func keys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func equal(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# testbed/setup.sh: install and start everything the test bed needs. Idempotent:
+# on a machine that already ran it, it only checks and returns.
+#
+#   - packages: Incus (bookworm-backports), nix-bin, debootstrap, openssh-client
+#   - host Nix configured for single-user root builds without a sandbox
+#   - incusd started (there is no systemd on the host), a storage pool, a root disk
+#   - the node image, built once per recipe and cached under $SWITCHYARD_TESTBED_CACHE
+#
+# Prints nothing on stdout but the image alias, so callers can capture it.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+cache=${SWITCHYARD_TESTBED_CACHE:-/var/cache/switchyard-testbed}
+log() { echo "testbed: $*" >&2; }
+
+[ "$(id -u)" = 0 ] || { log "must run as root"; exit 2; }
+mkdir -p "$cache"
+
+debian_mirror() {
+	# The mirror the machine already uses; fall back to Debian's CDN.
+	local uri
+	uri=$(grep -hoE '^(URIs:|deb) +https?://[^ ]+/debian/?( |$)' /etc/apt/sources.list /etc/apt/sources.list.d/* 2>/dev/null |
+		grep -oE 'https?://[^ ]+' | head -n1 || true)
+	echo "${uri:-http://deb.debian.org/debian}"
+}
+
+install_packages() {
+	local want=() mirror
+	command -v nix-build >/dev/null || want+=(nix-bin)
+	command -v debootstrap >/dev/null || want+=(debootstrap)
+	command -v ssh >/dev/null || want+=(openssh-client)
+	command -v ssh-keygen >/dev/null || want+=(openssh-client)
+	if ! command -v incus >/dev/null; then
+		mirror=$(debian_mirror)
+		if ! grep -rqs bookworm-backports /etc/apt/sources.list /etc/apt/sources.list.d/; then
+			log "adding bookworm-backports from $mirror"
+			printf 'Types: deb\nURIs: %s\nSuites: bookworm-backports\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
+				"$mirror" >/etc/apt/sources.list.d/switchyard-bookworm-backports.sources
+		fi
+	fi
+	if [ ${#want[@]} -gt 0 ] || ! command -v incus >/dev/null; then
+		log "installing packages: ${want[*]} $(command -v incus >/dev/null || echo incus)"
+		apt-get update -q >&2
+		if [ ${#want[@]} -gt 0 ]; then
+			DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${want[@]}" >&2
+		fi
+		if ! command -v incus >/dev/null; then
+			DEBIAN_FRONTEND=noninteractive apt-get install -y -q -t bookworm-backports incus >&2
+		fi
+	fi
+}
+
+configure_nix() {
+	# Single-user Nix as root: no build users, no sandbox (no user namespaces for builds here).
+	mkdir -p /etc/nix
+	if ! grep -qs '^sandbox = false' /etc/nix/nix.conf || ! grep -qs '^build-users-group =$' /etc/nix/nix.conf; then
+		log "configuring /etc/nix/nix.conf for single-user root builds"
+		{
+			grep -vsE '^(sandbox|build-users-group) *=' /etc/nix/nix.conf || true
+			echo 'sandbox = false'
+			echo 'build-users-group ='
+		} >/etc/nix/nix.conf.new
+		mv /etc/nix/nix.conf.new /etc/nix/nix.conf
+	fi
+}
+
+start_incusd() {
+	if incus admin waitready --timeout=2 >/dev/null 2>&1; then return; fi
+	log "starting incusd"
+	mkdir -p /var/log/incus
+	setsid /usr/libexec/incus/incusd --group root --logfile /var/log/incus/incusd.log </dev/null >/dev/null 2>&1 &
+	incus admin waitready --timeout=60 >&2
+	if ! incus storage show default >/dev/null 2>&1; then
+		incus storage create default dir >&2
+	fi
+	if ! incus profile device get default root pool >/dev/null 2>&1; then
+		incus profile device add default root disk path=/ pool=default >&2
+	fi
+}
+
+ensure_image() {
+	local key dir alias tmp mirror
+	key=$(sha256sum "$here/image-recipe.sh" | cut -c1-12)
+	dir=$cache/image-$key
+	alias=switchyard-node-$key
+	if [ ! -s "$dir/rootfs.tar.gz" ] || [ ! -s "$dir/meta.tar.gz" ]; then
+		mirror=$(debian_mirror)
+		log "building node image $alias from $mirror (about a minute once packages are cached)"
+		tmp=$(mktemp -d "$cache/build.XXXXXX")
+		trap 'umount "'"$tmp"'/rootfs/proc" 2>/dev/null || true; rm -rf "'"$tmp"'"' EXIT
+		debootstrap --variant=minbase --include=systemd,systemd-sysv,dbus,openssh-server,iproute2 \
+			--cache-dir="$cache/debootstrap-debs" bookworm "$tmp/rootfs" "$mirror" >&2 ||
+			debootstrap --variant=minbase --include=systemd,systemd-sysv,dbus,openssh-server,iproute2 \
+				bookworm "$tmp/rootfs" "$mirror" >&2
+		bash "$here/image-recipe.sh" "$tmp/rootfs" "$mirror" >&2
+		tar -C "$tmp/rootfs" --numeric-owner -czf "$tmp/rootfs.tar.gz" .
+		printf 'architecture: x86_64\ncreation_date: %s\nproperties:\n  description: switchyard test node (Debian 12, systemd, sshd, Nix)\n' \
+			"$(date +%s)" >"$tmp/metadata.yaml"
+		tar -C "$tmp" -czf "$tmp/meta.tar.gz" metadata.yaml
+		mkdir -p "$dir"
+		mv "$tmp/rootfs.tar.gz" "$tmp/meta.tar.gz" "$dir/"
+		rm -rf "$tmp"
+		trap - EXIT
+	fi
+	if ! incus image info "$alias" >/dev/null 2>&1; then
+		log "importing node image $alias"
+		incus image import "$dir/meta.tar.gz" "$dir/rootfs.tar.gz" --alias "$alias" >&2
+	fi
+	echo "$alias"
+}
+
+install_packages
+configure_nix
+start_incusd
+ensure_image
