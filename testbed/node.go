@@ -35,7 +35,7 @@ func (b *Bed) Node(t testing.TB) *Node {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), launchTimeout)
 	defer cancel()
-	n, err := b.launch(ctx, t.Name(), t.TempDir())
+	n, err := b.Launch(ctx, t.Name(), t.TempDir())
 	if n != nil {
 		t.Cleanup(func() { n.Delete() })
 	}
@@ -52,8 +52,10 @@ func (n *Node) Delete() {
 	_, _ = incus(ctx, "delete", "--force", n.Name)
 }
 
-func (b *Bed) launch(ctx context.Context, testName, tmp string) (*Node, error) {
-	n := &Node{Name: nodeName(testName), KeyFile: b.KeyFile, bed: b}
+// Launch starts a node named after label and writes its known_hosts file into dir.
+// The caller deletes it (Node.Delete), also when Launch fails with a non-nil node.
+func (b *Bed) Launch(ctx context.Context, label, dir string) (*Node, error) {
+	n := &Node{Name: nodeName(label), KeyFile: b.KeyFile, bed: b}
 	if _, err := incus(ctx, "launch", b.Image, n.Name, "--config", "user.switchyard-testbed=true"); err != nil {
 		return nil, err
 	}
@@ -80,7 +82,7 @@ func (b *Bed) launch(ctx context.Context, testName, tmp string) (*Node, error) {
 	if err := n.forwardSSH(ctx); err != nil {
 		return n, err
 	}
-	n.KnownHosts = filepath.Join(tmp, "known_hosts")
+	n.KnownHosts = filepath.Join(dir, "known_hosts")
 	line := fmt.Sprintf("[127.0.0.1]:%d %s\n", n.SSHPort, n.HostKey)
 	if err := os.WriteFile(n.KnownHosts, []byte(line), 0o644); err != nil {
 		return n, err

@@ -41,7 +41,7 @@ var (
 // SWITCHYARD_TESTBED=require.
 func Require(t testing.TB) *Bed {
 	t.Helper()
-	bedOnce.Do(func() { bed, bedErr = open() })
+	bedOnce.Do(func() { bed, bedErr = Open() })
 	if bedErr != nil {
 		if os.Getenv("SWITCHYARD_TESTBED") == "require" {
 			t.Fatalf("test bed required but not available: %v", bedErr)
@@ -65,7 +65,8 @@ func CacheDir() string {
 	return "/var/cache/switchyard-testbed"
 }
 
-func open() (*Bed, error) {
+// Open checks the test bed is up and returns it.
+func Open() (*Bed, error) {
 	root := RepoRoot()
 	for _, tool := range []string{"incus", "nix-build", "nix-copy-closure", "ssh", "ssh-keygen"} {
 		if _, err := exec.LookPath(tool); err != nil {

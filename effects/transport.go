@@ -1,0 +1,52 @@
+package effects
+
+import (
+	"context"
+	"errors"
+	"io"
+)
+
+// Command is one command run on a node: argv exactly (never a shell string built
+// from input), with the node's root rights.
+type Command struct {
+	Argv   []string
+	Stdin  io.Reader // nil: empty
+	Stdout io.Writer // nil: discarded
+	Stderr io.Writer // nil: discarded
+	// Path lists directories appended to the node's PATH for this command
+	// (<toplevel>/sw/bin, so a node whose own PATH resolves nothing still works).
+	Path []string
+}
+
+// Transport is how the deploy body reaches one node: the hooks of SPEC 5. The body
+// never learns which transport it has.
+type Transport interface {
+	// Target is the node's printable name, e.g. "ssh root@192.0.2.10:22".
+	Target() string
+	// Run runs a command on the node and returns its exit status. err is non-nil
+	// only when the command could not be run or its status could not be read; it
+	// wraps ErrUnreachable when the node cannot be reached and ErrRefused when the
+	// node must not be touched (host key mismatch). A transport reconnects on the
+	// next Run after a dropped connection.
+	Run(ctx context.Context, cmd Command) (exit int, err error)
+	// CopyClosure makes the store paths and their closures valid on the node,
+	// sending only what is missing.
+	CopyClosure(ctx context.Context, paths []string) error
+	// SwitchRuntimeMaxArgs are systemd-run arguments that bound the switch's
+	// transient unit, e.g. "--property=RuntimeMaxSec=900".
+	SwitchRuntimeMaxArgs() []string
+	// FinalizeBootloader points the system profile and the default boot entry at toplevel.
+	FinalizeBootloader(ctx context.Context, toplevel string) error
+	// RevertBootloader points the default boot entry back at the running generation.
+	RevertBootloader(ctx context.Context) error
+	// Close releases the connection.
+	Close() error
+}
+
+var (
+	// ErrUnreachable marks a transport error where the node could not be reached.
+	ErrUnreachable = errors.New("node unreachable")
+	// ErrRefused marks a transport error where the node must not be touched, e.g. its
+	// host key does not match the pinned one.
+	ErrRefused = errors.New("refused")
+)

@@ -1,0 +1,34 @@
+# Sourced by the README's scripts: puts a Go toolchain (go.mod's version or newer) on
+# PATH. A fresh Debian 12 machine has none and no download site is reachable, so the
+# toolchain comes from the Go module proxy (golang.org/toolchain), cached per machine.
+# shellcheck shell=bash
+switchyard_go_version=1.26.8
+
+switchyard_ensure_go() {
+	local cache=${SWITCHYARD_TESTBED_CACHE:-/var/cache/switchyard-testbed}
+	local dir=$cache/go$switchyard_go_version
+	if ! command -v go >/dev/null && [ -x /usr/local/go/bin/go ]; then
+		PATH=/usr/local/go/bin:$PATH
+	fi
+	if command -v go >/dev/null; then
+		return
+	fi
+	if [ ! -x "$dir/bin/go" ]; then
+		local proxy=${GOPROXY:-https://proxy.golang.org}
+		proxy=${proxy%%,*}
+		local v=v0.0.1-go$switchyard_go_version.linux-amd64 tmp
+		echo "testbed: fetching Go $switchyard_go_version from $proxy" >&2
+		command -v unzip >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -q unzip >&2
+		command -v curl >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -q curl >&2
+		tmp=$(mktemp -d)
+		curl -fsSL -o "$tmp/go.zip" "$proxy/golang.org/toolchain/@v/$v.zip"
+		unzip -q "$tmp/go.zip" -d "$tmp/x"
+		mkdir -p "$cache"
+		rm -rf "$dir"
+		mv "$tmp/x/golang.org/toolchain@$v" "$dir"
+		chmod -R a+rX "$dir" && chmod +x "$dir"/bin/* "$dir"/pkg/tool/*/* 2>/dev/null || true
+		rm -rf "$tmp"
+	fi
+	PATH=$dir/bin:$PATH
+	export PATH
+}
