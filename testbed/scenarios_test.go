@@ -183,3 +183,33 @@ func TestScenarioForeignPermanentMAC(t *testing.T) {
 		t.Errorf("could not read the node's links: %q", out)
 	}
 }
+
+func TestScenarioSpawnFault(t *testing.T) {
+	node, _, code := deployed(t, "spawn-fault")
+	if code != 4 {
+		t.Fatalf("switch exited %d, want 4 (units failed)", code)
+	}
+	// systemd failed before exec for host reasons: exec-stage statuses, not the program's.
+	wantProps(t, node, "numa-pinned.service", map[string]string{"ActiveState": "failed", "ExecMainCode": "1", "ExecMainStatus": "242"})
+	wantProps(t, node, "realtime.service", map[string]string{"ActiveState": "failed", "ExecMainCode": "1", "ExecMainStatus": "214"})
+	wantProps(t, node, "hello.service", map[string]string{"ActiveState": "active"})
+}
+
+func TestScenarioChainVariants(t *testing.T) {
+	t.Run("broken head", func(t *testing.T) {
+		node, _, code := deployed(t, "secret-chain-broken")
+		if code != 4 {
+			t.Fatalf("switch exited %d, want 4", code)
+		}
+		wantProps(t, node, "secret-agent.service", map[string]string{"ActiveState": "failed"})
+	})
+	t.Run("stalled", func(t *testing.T) {
+		node, _, code := deployed(t, "secret-chain-stalled")
+		if code != 0 {
+			t.Fatalf("switch exited %d, want 0", code)
+		}
+		time.Sleep(3 * time.Second)
+		wantProps(t, node, "secret-agent.service", map[string]string{"ActiveState": "active"})
+		wantProps(t, node, "secrets-ready.service", map[string]string{"ActiveState": "inactive"})
+	})
+}

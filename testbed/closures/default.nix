@@ -176,6 +176,34 @@ rec {
     files."etc/switchyard/chain" = "secret-agent.service\nsecrets-ready.service\n";
   };
   secret-chain = chain { };
+  # The head fails at once.
+  secret-chain-broken = chain { headFails = true; };
+  # The secret never arrives: the chain stalls at its tail.
+  secret-chain-stalled = chain { delay = 100000; };
+
+  # Units systemd cannot spawn for host reasons (an unprivileged container on a
+  # machine with one NUMA node): 242 (NUMA policy) and 214 (scheduler policy).
+  spawn-fault = toplevel {
+    name = "spawn-fault";
+    units."hello.service" = hello;
+    units."numa-pinned.service" = service {
+      description = "switchyard test: binds memory to NUMA node 5";
+      exec = "${payload}/bin/serve";
+      service = ''
+        NUMAPolicy=bind
+        NUMAMask=5
+      '';
+    };
+    units."realtime.service" = service {
+      description = "switchyard test: asks for a realtime scheduler";
+      exec = "${payload}/bin/serve";
+      service = ''
+        CPUSchedulingPolicy=fifo
+        CPUSchedulingPriority=50
+      '';
+    };
+    wants."multi-user.target" = [ "hello.service" "numa-pinned.service" "realtime.service" ];
+  };
 
   # A .link file matching a permanent MAC address no test node has.
   foreign-mac = toplevel {
