@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The README's main job: install what is needed, start a throwaway test-bed node,
+# deploy the bundled example configuration to it with `switchyard deploy`, print
+# its verdict, and delete the node. Exits with switchyard's exit code.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+. testbed/go.sh
+switchyard_ensure_go
+
+export SWITCHYARD_TESTBED_IMAGE
+SWITCHYARD_TESTBED_IMAGE=$(bash testbed/setup.sh)
+work=$(mktemp -d)
+node=""
+cleanup() {
+	[ -n "$node" ] && go run ./testbed/cmd/testbed-node delete "$node"
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+echo "example: building switchyard" >&2
+go build -o "$work/switchyard" ./cmd/switchyard
+echo "example: starting a throwaway node" >&2
+go run ./testbed/cmd/testbed-node launch example "$work" >"$work/node.json"
+field() { sed -n 's/.*"'"$1"'":"\{0,1\}\([^",]*\)"\{0,1\}[,}].*/\1/p' "$work/node.json"; }
+node=$(field name)
+echo "example: node $node is up (ssh on 127.0.0.1:$(field ssh_port), host key pinned)" >&2
+
+status=0
+"$work/switchyard" deploy --node "$node" --target "$(field target)" \
+	--known-hosts "$(field known_hosts)" --ssh-key "$(field key_file)" \
+	--expr examples/hello/default.nix || status=$?
+exit "$status"
