@@ -1,3 +1,8 @@
 module github.com/switchyard-nix/switchyard
 
-go 1.26
+go 1.26.0
+
+require (
+	github.com/google/go-cmp v0.7.0
+	golang.org/x/crypto v0.59.0 // indirect
+)

@@ -13,7 +13,8 @@ type Unit struct {
 	InvocationID    string   // changes at every start
 	ExecMainCode    int      // CLD_* of the main process: 1 exited, 2 killed, 3 dumped
 	ExecMainStatus  int      // exit status (or signal number) of the main process
-	ConditionResult string   // "yes", "no", or "" when never checked
+	ConditionResult string   // "yes" or "no"; systemd also says "no" when it never checked (see ConditionAt)
+	ConditionAt     int64    // unix seconds (node clock) the conditions were last checked; 0 never
 	ActiveEnter     int64    // unix seconds (node clock) the unit last entered active; 0 never
 	ActiveExit      int64    // unix seconds it last left active; 0 never
 	Environment     []string // the unit's Environment= assignments, KEY=VALUE
@@ -39,4 +40,8 @@ type Sample struct {
 	SystemState   string          // running, degraded, starting, ...; "" not read
 	Units         map[string]Unit // nil: not read
 	Jobs          []Job           // nil: not read
+	// Unread says which parts could not be read and why, one line each, e.g.
+	// "units: exit 1: Failed to connect to bus: Connection refused"; nil when all read.
+	// It is for logs: the fields above already carry "not read".
+	Unread []string
 }

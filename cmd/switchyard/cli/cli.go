@@ -4,6 +4,7 @@ package cli
 import (
 	"fmt"
 	"io"
+	"os"
 	"runtime/debug"
 )
 
@@ -33,6 +34,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stdout, "switchyard %s\n", version())
 		return ExitOK
+	case "deploy":
+		return runDeploy(args[1:], stdout, stderr, os.Getenv)
 	case "-h", "--help", "help":
 		fmt.Fprintln(stdout, usage)
 		return ExitOK

@@ -1,0 +1,122 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/switchyard-nix/switchyard/effects"
+	"github.com/switchyard-nix/switchyard/transports/ssh"
+)
+
+// multiFlag is a repeatable string flag.
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
+
+// deployFlags are `switchyard deploy`'s flags (SPEC 2).
+type deployFlags struct {
+	transport, target, node, knownHosts, hooks, project, output string
+	sshKeys                                                     multiFlag
+	source                                                      effects.Source
+}
+
+func parseDeployFlags(args []string) (deployFlags, error) {
+	var f deployFlags
+	fs := flag.NewFlagSet("deploy", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&f.transport, "transport", "ssh", "ssh|incus|shell")
+	fs.StringVar(&f.target, "target", "", "ssh: [user@]host[:port]; incus: [remote:]instance")
+	fs.StringVar(&f.node, "node", "", "the node's name in messages (default: the target's host)")
+	fs.Var(&f.sshKeys, "ssh-key", "private key file (repeatable; the ssh agent is used too)")
+	fs.StringVar(&f.knownHosts, "known-hosts", "", "known_hosts file (default ~/.ssh/known_hosts)")
+	fs.StringVar(&f.hooks, "hooks", "", "shell transport prologue")
+	fs.StringVar(&f.project, "project", "", "incus project")
+	fs.StringVar(&f.output, "output", "text", "text|json")
+	fs.StringVar(&f.source.Toplevel, "toplevel", "", "an already built toplevel store path")
+	fs.StringVar(&f.source.Drv, "drv", "", "a derivation to realise")
+	fs.StringVar(&f.source.Expr, "expr", "", "a Nix file to evaluate and build")
+	fs.StringVar(&f.source.Attr, "attr", "", "attribute of --expr")
+	if err := fs.Parse(args); err != nil {
+		return f, err
+	}
+	if fs.NArg() > 0 {
+		return f, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if f.output != "text" && f.output != "json" {
+		return f, fmt.Errorf("--output: %q is not text or json", f.output)
+	}
+	if f.target == "" {
+		return f, fmt.Errorf("--target is required")
+	}
+	return f, nil
+}
+
+// runDeploy is `switchyard deploy`: the deploy body on one node.
+func runDeploy(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	f, err := parseDeployFlags(args)
+	if err != nil {
+		fmt.Fprintf(stderr, "switchyard deploy: %v\n", err)
+		return ExitRefused
+	}
+	cfg, err := effects.ConfigFromEnv(getenv)
+	if err != nil {
+		fmt.Fprintf(stderr, "switchyard deploy: %v\n", err)
+		return ExitRefused
+	}
+	if !cfg.VerdictOnly {
+		if err := f.source.Validate(); err != nil {
+			fmt.Fprintf(stderr, "switchyard deploy: %v\n", err)
+			return ExitRefused
+		}
+	}
+	transport, node, err := newTransport(f)
+	if err != nil {
+		fmt.Fprintf(stderr, "switchyard deploy: %v\n", err)
+		return ExitRefused
+	}
+	defer transport.Close()
+	if f.node != "" {
+		node = f.node
+	}
+
+	var out Output = newTextOutput(stdout, stderr)
+	if f.output == "json" {
+		out = newJSONOutput(stdout)
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	res := (&effects.Deploy{Node: node, Transport: transport, Source: f.source, Config: cfg, Reporter: out}).Run(ctx)
+	okCount := 0
+	if res.ExitCode == ExitOK {
+		okCount = 1
+	}
+	out.Summary(1, okCount, 1-okCount, res.ExitCode)
+	return res.ExitCode
+}
+
+// newTransport builds the transport the flags name, and the node's default name.
+func newTransport(f deployFlags) (effects.Transport, string, error) {
+	switch f.transport {
+	case "ssh":
+		user, host, port, err := ssh.ParseTarget(f.target)
+		if err != nil {
+			return nil, "", fmt.Errorf("--target: %w", err)
+		}
+		t, err := ssh.New(ssh.Config{User: user, Host: host, Port: port, KnownHostsFile: f.knownHosts, KeyFiles: f.sshKeys})
+		if err != nil {
+			return nil, "", err
+		}
+		return t, host, nil
+	case "incus", "shell":
+		return nil, "", fmt.Errorf("--transport %s: not built yet (only ssh is)", f.transport)
+	}
+	return nil, "", errors.New("--transport: want ssh, incus or shell")
+}

@@ -1,0 +1,152 @@
+package effects
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/switchyard-nix/switchyard/verdict"
+)
+
+// Deploy is the deploy body for one node.
+type Deploy struct {
+	Node      string    // the node's name in every message
+	Transport Transport // how the node is reached
+	Source    Source    // where the toplevel comes from (not used by the verdict-only pass)
+	Config    Config
+	Reporter  Reporter
+}
+
+// Result is what a finished body hands back.
+type Result struct {
+	Verdict  verdict.Verdict
+	ExitCode int // the node's exit code (SPEC 2.1), which finalize may raise after the report
+}
+
+// Exit codes of SPEC 2.1.
+const (
+	exitOK       = 0
+	exitVerdict  = 1
+	exitRefused  = 2
+	exitInfra    = 3
+	pollInterval = time.Second
+)
+
+// phase is one row of the phase table.
+type phase struct {
+	name string
+	// when says in which pass the phase runs.
+	when passes
+	// always phases run even after an earlier phase stopped the node (the verdict
+	// must still be reported and the exit code concluded).
+	always bool
+	do     func(r *run, ctx context.Context) error
+}
+
+type passes int
+
+const (
+	bothPasses passes = iota
+	deployOnly
+	verdictOnly
+)
+
+// phases is SPEC 4.1, in its order. Names are the body's, never a transport's.
+var phases = []phase{
+	{"build", deployOnly, false, (*run).build},
+	{"wait", bothPasses, false, (*run).wait},
+	{"push", deployOnly, false, (*run).push},
+	{"chain", verdictOnly, false, (*run).chainGate},
+	{"snapshot", bothPasses, false, (*run).snapshot},
+	{"switch", deployOnly, false, (*run).doSwitch},
+	{"switch-result", deployOnly, false, (*run).switchResult},
+	{"confirm", deployOnly, false, (*run).confirm},
+	{"owned", bothPasses, false, (*run).listOwned},
+	{"sweep", bothPasses, false, (*run).sweep},
+	{"settle", bothPasses, false, (*run).settle},
+	{"cycle-watch", bothPasses, false, (*run).cycleWatch},
+	{"loop-watch", bothPasses, false, (*run).loopWatch},
+	{"classify", bothPasses, true, (*run).classify},
+	{"verdict", bothPasses, true, (*run).judge},
+	{"report", bothPasses, true, (*run).report},
+	{"finalize", deployOnly, true, (*run).finalize},
+	{"conclude", bothPasses, true, (*run).conclude},
+}
+
+// PhaseNames lists the phases in order.
+func PhaseNames() []string {
+	out := make([]string, len(phases))
+	for i, p := range phases {
+		out[i] = p.name
+	}
+	return out
+}
+
+// phaseError is a phase failure with the node's exit code. A stopping one ends
+// the node's work: the remaining phases are skipped except the always ones.
+type phaseError struct {
+	code int
+	stop bool
+	err  error
+}
+
+func (e *phaseError) Error() string { return e.err.Error() }
+func (e *phaseError) Unwrap() error { return e.err }
+
+// stopWith fails the phase and stops the node.
+func stopWith(code int, format string, args ...any) error {
+	return &phaseError{code: code, stop: true, err: fmt.Errorf(format, args...)}
+}
+
+// failWith fails the phase; the node goes on to its verdict.
+func failWith(code int, format string, args ...any) error {
+	return &phaseError{code: code, err: fmt.Errorf(format, args...)}
+}
+
+// errSkipped reports a phase as skipped from inside it (e.g. finalize after a
+// switch that never activated).
+var errSkipped = errors.New("skipped")
+
+// Run runs the body on the node and returns its verdict and exit code.
+func (d *Deploy) Run(ctx context.Context) Result {
+	r := newRun(d)
+	stopped := false
+	for _, p := range phases {
+		if !p.runsIn(r.verdictOnly()) || (stopped && !p.always) {
+			d.Reporter.Phase(d.Node, p.name, PhaseSkipped, 0)
+			continue
+		}
+		d.Reporter.Phase(d.Node, p.name, PhaseStart, 0)
+		start := time.Now()
+		err := p.do(r, ctx)
+		elapsed := time.Since(start)
+		r.phasesMS[p.name] = elapsed.Milliseconds()
+		if err == nil {
+			d.Reporter.Phase(d.Node, p.name, PhaseDone, elapsed)
+			continue
+		}
+		if errors.Is(err, errSkipped) {
+			d.Reporter.Phase(d.Node, p.name, PhaseSkipped, elapsed)
+			continue
+		}
+		d.Reporter.Phase(d.Node, p.name, PhaseFailed, elapsed)
+		msg := fmt.Sprintf("%s: %s: %v", d.Node, p.name, err)
+		d.Reporter.Log(d.Node, "error", msg)
+		pe := &phaseError{code: exitInfra, stop: true, err: err}
+		errors.As(err, &pe)
+		r.raise(pe.code, p.name+": "+err.Error())
+		stopped = stopped || pe.stop
+	}
+	return Result{Verdict: r.v, ExitCode: r.exit}
+}
+
+func (p phase) runsIn(verdictOnlyPass bool) bool {
+	switch p.when {
+	case deployOnly:
+		return !verdictOnlyPass
+	case verdictOnly:
+		return verdictOnlyPass
+	}
+	return true
+}

@@ -1,0 +1,104 @@
+package effects
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+)
+
+// Source says where the toplevel comes from: exactly one of its fields is set.
+type Source struct {
+	Toplevel string // already built
+	Drv      string // a derivation to realise
+	Expr     string // a Nix file to evaluate (Attr selects an attribute)
+	Attr     string
+}
+
+// Validate checks exactly one source is given.
+func (s Source) Validate() error {
+	n := 0
+	for _, v := range []string{s.Toplevel, s.Drv, s.Expr} {
+		if v != "" {
+			n++
+		}
+	}
+	if n != 1 {
+		return fmt.Errorf("give exactly one of --toplevel, --drv, --expr")
+	}
+	if s.Attr != "" && s.Expr == "" {
+		return fmt.Errorf("--attr goes with --expr")
+	}
+	return nil
+}
+
+// instantiateArgv evaluates a Nix file to a derivation path.
+func instantiateArgv(expr, attr string) []string {
+	argv := []string{"nix-instantiate", "--", expr}
+	if attr != "" {
+		argv = []string{"nix-instantiate", "--attr", attr, "--", expr}
+	}
+	return argv
+}
+
+// realiseArgv builds a derivation and prints its output paths.
+func realiseArgv(drv string) []string { return []string{"nix-store", "--realise", "--", drv} }
+
+// resolveToplevel builds or checks the toplevel on this machine.
+func resolveToplevel(ctx context.Context, s Source) (string, error) {
+	switch {
+	case s.Toplevel != "":
+		if !strings.HasPrefix(s.Toplevel, "/nix/store/") {
+			return "", fmt.Errorf("toplevel %q is not a store path", s.Toplevel)
+		}
+		if _, err := os.Stat(s.Toplevel); err != nil {
+			return "", fmt.Errorf("toplevel %s is not in the local store", s.Toplevel)
+		}
+		return s.Toplevel, nil
+	case s.Drv != "":
+		return realise(ctx, s.Drv)
+	default:
+		out, err := runLocal(ctx, instantiateArgv(s.Expr, s.Attr))
+		if err != nil {
+			return "", fmt.Errorf("evaluation failed: %w", err)
+		}
+		drvs := strings.Fields(out)
+		if len(drvs) != 1 {
+			return "", fmt.Errorf("evaluation gave %d derivations, want 1 (use --attr)", len(drvs))
+		}
+		return realise(ctx, drvs[0])
+	}
+}
+
+func realise(ctx context.Context, drv string) (string, error) {
+	out, err := runLocal(ctx, realiseArgv(drv))
+	if err != nil {
+		return "", fmt.Errorf("build failed: %w", err)
+	}
+	outs := strings.Fields(out)
+	if len(outs) == 0 {
+		return "", fmt.Errorf("build of %s printed no output path", drv)
+	}
+	return outs[0], nil
+}
+
+// runLocal runs a local command; an error carries the last line of its stderr.
+func runLocal(ctx context.Context, argv []string) (string, error) {
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("%s: %w: %s", argv[0], err, lastLine(stderr.String()))
+	}
+	return stdout.String(), nil
+}
+
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		s = s[i+1:]
+	}
+	return s
+}

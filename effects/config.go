@@ -1,0 +1,147 @@
+package effects
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+)
+
+// Config is the deploy body's tuning, read from the DEPLOY_* variables of SPEC 4.3.
+type Config struct {
+	StrictUnits    bool
+	VerdictOnly    bool
+	ChainTimeout   time.Duration
+	ChainStall     time.Duration
+	LoopGrace      time.Duration
+	SettleAttempts int
+	CycleInterval  time.Duration
+	CycleWindows   int
+	LoopingShare   float64
+	EvalCacheDir   string
+	WaitTimeout    time.Duration
+}
+
+// Variable is one DEPLOY_* variable: its name, default, meaning and how it sets Config.
+type Variable struct {
+	Name        string
+	Default     string
+	Description string
+	set         func(c *Config, v string) error
+}
+
+// Variables declares every variable the body reads; nothing else is read.
+var Variables = []Variable{
+	{"DEPLOY_STRICT_UNITS", "1", "0: failed units are reported but do not fail the node", func(c *Config, v string) (err error) {
+		c.StrictUnits, err = parseBool(v)
+		return err
+	}},
+	{"DEPLOY_VERDICT_ONLY", "0", "1: the verdict-only pass: no build, no copy, no switch, no finalize", func(c *Config, v string) (err error) {
+		c.VerdictOnly, err = parseBool(v)
+		return err
+	}},
+	{"DEPLOY_CHAIN_TIMEOUT", "600", "seconds the chain gate may wait", func(c *Config, v string) (err error) {
+		c.ChainTimeout, err = parseSeconds(v)
+		return err
+	}},
+	{"DEPLOY_CHAIN_STALL", "120", "seconds without any change in the chain before the gate stops early", func(c *Config, v string) (err error) {
+		c.ChainStall, err = parseSeconds(v)
+		return err
+	}},
+	{"DEPLOY_LOOP_GRACE", "600", "default restart-loop budget, seconds", func(c *Config, v string) (err error) {
+		c.LoopGrace, err = parseSeconds(v)
+		return err
+	}},
+	{"DEPLOY_SETTLE_ATTEMPTS", "12", "settle samples", func(c *Config, v string) (err error) {
+		c.SettleAttempts, err = parseCount(v, 1)
+		return err
+	}},
+	{"DEPLOY_CYCLE_INTERVAL", "5", "seconds between cycle-watch samples", func(c *Config, v string) (err error) {
+		c.CycleInterval, err = parseSeconds(v)
+		return err
+	}},
+	{"DEPLOY_CYCLE_WINDOWS", "4", "cycle-watch windows", func(c *Config, v string) (err error) {
+		c.CycleWindows, err = parseCount(v, 0)
+		return err
+	}},
+	{"DEPLOY_LOOPING_BEFORE_GAP", "0.3", "share of samples restarting that makes a restart loop", func(c *Config, v string) error {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || !(f > 0 && f <= 1) {
+			return fmt.Errorf("%q is not a share between 0 (excluded) and 1", v)
+		}
+		c.LoopingShare = f
+		return nil
+	}},
+	{"DEPLOY_EVAL_CACHE_DIR", "$XDG_CACHE_HOME/switchyard/eval", "eval cache directory", func(c *Config, v string) error {
+		if v == "" {
+			return fmt.Errorf("is empty")
+		}
+		c.EvalCacheDir = v
+		return nil
+	}},
+	{"DEPLOY_WAIT_TIMEOUT", "30", "seconds the wait phase waits for an unreachable node", func(c *Config, v string) (err error) {
+		c.WaitTimeout, err = parseSeconds(v)
+		return err
+	}},
+}
+
+// ConfigFromEnv reads every DEPLOY_* variable through getenv (os.Getenv in
+// production). A value that does not parse is an error naming the variable; an
+// unset or empty variable takes its default.
+func ConfigFromEnv(getenv func(string) string) (Config, error) {
+	var c Config
+	for _, v := range Variables {
+		val := getenv(v.Name)
+		if val == "" {
+			val = v.Default
+			if v.Name == "DEPLOY_EVAL_CACHE_DIR" {
+				val = defaultEvalCacheDir(getenv)
+			}
+		}
+		if err := v.set(&c, val); err != nil {
+			return Config{}, fmt.Errorf("%s: %w", v.Name, err)
+		}
+	}
+	return c, nil
+}
+
+func defaultEvalCacheDir(getenv func(string) string) string {
+	base := getenv("XDG_CACHE_HOME")
+	if base == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			home = os.TempDir()
+		}
+		base = filepath.Join(home, ".cache")
+	}
+	return filepath.Join(base, "switchyard", "eval")
+}
+
+func parseBool(v string) (bool, error) {
+	switch v {
+	case "1":
+		return true, nil
+	case "0":
+		return false, nil
+	}
+	return false, fmt.Errorf("%q is not 0 or 1", v)
+}
+
+// parseSeconds accepts a non-negative number of seconds; fractions are allowed so
+// tests can use short windows.
+func parseSeconds(v string) (time.Duration, error) {
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || !(f >= 0 && f <= 1e7) {
+		return 0, fmt.Errorf("%q is not a number of seconds", v)
+	}
+	return time.Duration(f * float64(time.Second)), nil
+}
+
+func parseCount(v string, min int) (int, error) {
+	n, err := strconv.Atoi(v)
+	if err != nil || n < min || n > 100000 {
+		return 0, fmt.Errorf("%q is not a whole number >= %d", v, min)
+	}
+	return n, nil
+}

@@ -1,0 +1,232 @@
+package effects
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/switchyard-nix/switchyard/verdict"
+)
+
+// run is one body's state as the phases fill it in.
+type run struct {
+	d        *Deploy
+	cfg      Config
+	v        verdict.Verdict
+	exit     int
+	reasons  []string
+	phasesMS map[string]int64
+
+	toplevel   string // the generation being judged
+	previous   string // the running generation before the switch
+	bootEntry  string // the boot entry before the switch
+	confirmed  bool   // /run/current-system resolved to the new toplevel
+	switched   bool   // the switch ran (its result was read)
+	switchUnit string // the transient unit running the switch
+	chainDown  bool   // the chain gate did not pass: no sweep
+	samples    []verdict.Sample
+	cycleStart int
+	owned      map[string]bool
+	wanted     map[string]bool
+	classes    verdict.Classes
+}
+
+func newRun(d *Deploy) *run {
+	pass := verdict.PassDeploy
+	if d.Config.VerdictOnly {
+		pass = verdict.PassVerdictOnly
+	}
+	return &run{
+		d:        d,
+		cfg:      d.Config,
+		phasesMS: map[string]int64{},
+		v: verdict.Verdict{
+			Kind: "verdict", Node: d.Node, Target: d.Transport.Target(), Pass: pass,
+			Switch: verdict.Switch{Result: "skipped"}, StrictUnits: d.Config.StrictUnits,
+		},
+	}
+}
+
+func (r *run) verdictOnly() bool { return r.cfg.VerdictOnly }
+
+// raise lifts the node's exit code and records why.
+func (r *run) raise(code int, reason string) {
+	if code > r.exit {
+		r.exit = code
+	}
+	if reason != "" {
+		r.reasons = append(r.reasons, reason)
+	}
+}
+
+func (r *run) log(level, format string, args ...any) {
+	r.d.Reporter.Log(r.d.Node, level, fmt.Sprintf(format, args...))
+}
+
+// swPath is the directory appended to PATH on the node for every command.
+func (r *run) swPath() []string {
+	if r.toplevel != "" {
+		return []string{r.toplevel + "/sw/bin"}
+	}
+	return []string{"/run/current-system/sw/bin"}
+}
+
+// exec runs argv on the node and returns its stdout and exit status.
+func (r *run) exec(ctx context.Context, argv ...string) (string, int, error) {
+	var stdout, stderr bytes.Buffer
+	code, err := r.d.Transport.Run(ctx, Command{Argv: argv, Stdout: &stdout, Stderr: &stderr, Path: r.swPath()})
+	return stdout.String(), code, err
+}
+
+// execCheck is exec where a non-zero status is an error carrying stderr's last line.
+func (r *run) execCheck(ctx context.Context, argv ...string) (string, error) {
+	var stdout, stderr bytes.Buffer
+	code, err := r.d.Transport.Run(ctx, Command{Argv: argv, Stdout: &stdout, Stderr: &stderr, Path: r.swPath()})
+	if err != nil {
+		return "", err
+	}
+	if code != 0 {
+		return "", fmt.Errorf("%s exited %d: %s", argv[0], code, lastLine(stderr.String()))
+	}
+	return stdout.String(), nil
+}
+
+// read takes one sample of the node's systemd state (one round trip).
+func (r *run) read(ctx context.Context) (verdict.Sample, error) {
+	return verdict.Read(ctx, func(ctx context.Context, argv []string, stdout io.Writer) (int, error) {
+		return r.d.Transport.Run(ctx, Command{Argv: argv, Stdout: stdout, Path: r.swPath()})
+	})
+}
+
+// sample reads the node and keeps the sample; a failed read keeps a "not read"
+// sample, so the verdict never reports stale state as current.
+func (r *run) sample(ctx context.Context) verdict.Sample {
+	s, err := r.read(ctx)
+	if err != nil {
+		r.log("warn", "%s: reading systemd state: %v", r.d.Node, err)
+		s = verdict.Sample{At: time.Now()}
+	}
+	r.samples = append(r.samples, s)
+	return s
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// 1. build
+func (r *run) build(ctx context.Context) error {
+	top, err := resolveToplevel(ctx, r.d.Source)
+	if err != nil {
+		return stopWith(exitInfra, "%w", err)
+	}
+	r.toplevel = top
+	r.v.Toplevel = top
+	return nil
+}
+
+// 2. wait for the node
+func (r *run) wait(ctx context.Context) error {
+	deadline := time.Now().Add(r.cfg.WaitTimeout)
+	var last string
+	var lastErr error
+	for {
+		remaining := time.Until(deadline)
+		attempt := min(max(remaining, 2*time.Second), 10*time.Second)
+		actx, cancel := context.WithTimeout(ctx, attempt)
+		out, _, err := r.exec(actx, "systemctl", "is-system-running")
+		cancel()
+		if errors.Is(err, ErrRefused) {
+			return stopWith(exitRefused, "%w", err)
+		}
+		last, lastErr = strings.TrimSpace(out), err
+		if err == nil {
+			switch last {
+			case "running", "degraded", "starting":
+				r.v.Reachable = true
+				return nil
+			}
+		}
+		if ctx.Err() != nil {
+			return stopWith(exitInfra, "%w", ctx.Err())
+		}
+		if time.Now().After(deadline) {
+			break
+		}
+		if err := sleep(ctx, min(pollInterval, max(time.Until(deadline), 0))); err != nil {
+			return stopWith(exitInfra, "%w", err)
+		}
+	}
+	if lastErr != nil {
+		return stopWith(exitInfra, "unreachable within %s: %v", r.cfg.WaitTimeout, lastErr)
+	}
+	return stopWith(exitInfra, "unreachable within %s: systemd answers %q", r.cfg.WaitTimeout, last)
+}
+
+// 3. push the closure
+func (r *run) push(ctx context.Context) error {
+	links, err := linkPermanentMACs(r.toplevel)
+	if err != nil {
+		return stopWith(exitInfra, "reading .link files: %w", err)
+	}
+	if len(links) > 0 {
+		out, err := r.execCheck(ctx, "ip", "-o", "link", "show")
+		if err != nil {
+			return stopWith(exitInfra, "reading the node's MAC addresses: %w", err)
+		}
+		if refused := macGate(links, parsePermanentMACs(out)); refused != nil {
+			return stopWith(exitRefused, "PermanentMACAddress gate: %s match no permanent MAC address of the node; refused before the copy",
+				strings.Join(refused, ", "))
+		}
+	}
+	if err := r.d.Transport.CopyClosure(ctx, []string{r.toplevel}); err != nil {
+		if errors.Is(err, ErrRefused) {
+			return stopWith(exitRefused, "%w", err)
+		}
+		return stopWith(exitInfra, "copy failed: %w", err)
+	}
+	return nil
+}
+
+// 5. snapshot
+func (r *run) snapshot(ctx context.Context) error {
+	s, err := r.read(ctx)
+	if err != nil {
+		r.v.Reachable = !errors.Is(err, ErrUnreachable)
+		return stopWith(exitInfra, "reading the node: %w", err)
+	}
+	r.previous, r.bootEntry = s.CurrentSystem, s.BootEntry
+	r.v.Previous = s.CurrentSystem
+	if r.verdictOnly() {
+		if s.CurrentSystem == "" {
+			return stopWith(exitInfra, "no running generation: /run/current-system is missing")
+		}
+		r.toplevel = s.CurrentSystem
+		r.v.Toplevel = s.CurrentSystem
+	}
+	if s.Units != nil {
+		var failed []string
+		for name, u := range s.Units {
+			if u.ActiveState == "failed" {
+				failed = append(failed, name)
+			}
+		}
+		sort.Strings(failed)
+		if len(failed) > 0 {
+			r.log("info", "%s: failed before the switch: %s", r.d.Node, strings.Join(failed, ", "))
+		}
+	}
+	return nil
+}

@@ -1,0 +1,254 @@
+package verdict_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/switchyard-nix/switchyard/verdict"
+)
+
+var t0 = time.Date(2026, 11, 30, 4, 0, 0, 0, time.UTC)
+
+// sample builds a sample at node time now (seconds after t0) with the given units.
+func sample(now int64, units ...verdict.Unit) verdict.Sample {
+	s := verdict.Sample{At: t0.Add(time.Duration(now) * time.Second), NodeNow: t0.Unix() + now,
+		SystemState: "running", Units: map[string]verdict.Unit{}, Jobs: []verdict.Job{}}
+	for _, u := range units {
+		s.Units[u.Name] = u
+	}
+	return s
+}
+
+func withJobs(s verdict.Sample, jobs ...verdict.Job) verdict.Sample {
+	s.Jobs = jobs
+	return s
+}
+
+func active(name, inv string) verdict.Unit {
+	return verdict.Unit{Name: name, LoadState: "loaded", ActiveState: "active", SubState: "running", InvocationID: inv, ConditionResult: "yes", ConditionAt: 1}
+}
+
+func failed(name string, code, status int) verdict.Unit {
+	return verdict.Unit{Name: name, LoadState: "loaded", ActiveState: "failed", SubState: "failed", Result: "exit-code",
+		ExecMainCode: code, ExecMainStatus: status, InvocationID: "f", ConditionResult: "yes", ConditionAt: 1}
+}
+
+func restarting(name string, n int, env ...string) verdict.Unit {
+	return verdict.Unit{Name: name, LoadState: "loaded", ActiveState: "activating", SubState: "auto-restart", Result: "exit-code",
+		NRestarts: n, ExecMainCode: 1, ExecMainStatus: 1, ConditionResult: "yes", ConditionAt: 1, Environment: env}
+}
+
+func running(name string, n int, inv string, env ...string) verdict.Unit {
+	u := active(name, inv)
+	u.NRestarts, u.Environment = n, env
+	return u
+}
+
+func loaded(name, load string) verdict.Unit {
+	return verdict.Unit{Name: name, LoadState: load, ActiveState: "inactive", SubState: "dead", ConditionResult: "no"}
+}
+
+// empty are the classes of a node read with nothing to report.
+func empty() verdict.Classes {
+	return verdict.Classes{Failed: []string{}, RestartLoops: []verdict.Loop{}, Cycling: []string{},
+		StaleJobs: []verdict.StaleJob{}, SpawnFaults: []verdict.SpawnFault{}, SetAside: []string{}, ConditionSkipped: []string{}}
+}
+
+func TestClassify(t *testing.T) {
+	owned := map[string]bool{"web.service": true, "worker.service": true, "getty@.service": true, "skip.service": true}
+	wanted := map[string]bool{"web.service": true, "dep.service": true, "ghost.service": true, "maybe.service": true}
+	base := verdict.Input{Pass: verdict.PassDeploy, Owned: owned, Wanted: wanted, Activated: t0.Unix(),
+		LoopGrace: 600 * time.Second, LoopingShare: 0.3, SettleWindow: 30 * time.Second}
+	with := func(edit func(c *verdict.Classes)) verdict.Classes {
+		c := empty()
+		edit(&c)
+		return c
+	}
+	tests := []struct {
+		name    string
+		samples []verdict.Sample
+		cycle   int
+		edit    func(in *verdict.Input)
+		want    verdict.Classes
+	}{
+		{name: "no samples: not read", want: verdict.Classes{}},
+		{name: "final units not read", samples: []verdict.Sample{sample(1, active("web.service", "a")), {At: t0}}, want: verdict.Classes{}},
+		{name: "healthy", samples: []verdict.Sample{sample(1, active("web.service", "a"))}, want: empty()},
+		{
+			name:    "owned failed unit fails, foreign failed unit is set aside",
+			samples: []verdict.Sample{sample(1, failed("web.service", 1, 3), failed("old-cron.service", 1, 1))},
+			want: with(func(c *verdict.Classes) {
+				c.Failed = []string{"web.service"}
+				c.SetAside = []string{"old-cron.service"}
+			}),
+		},
+		{
+			name:    "instance of an owned template is owned",
+			samples: []verdict.Sample{sample(1, failed("getty@tty1.service", 1, 1))},
+			want:    with(func(c *verdict.Classes) { c.Failed = []string{"getty@tty1.service"} }),
+		},
+		{
+			name:    "wanted but not owned failed unit is set aside",
+			samples: []verdict.Sample{sample(1, failed("dep.service", 1, 1))},
+			want:    with(func(c *verdict.Classes) { c.SetAside = []string{"dep.service"} }),
+		},
+		{
+			name: "load errors of owned or wanted units, not-found only when wanted",
+			samples: []verdict.Sample{sample(1, loaded("worker.service", "bad-setting"), loaded("dep.service", "error"),
+				loaded("ghost.service", "not-found"), loaded("NetworkManager.service", "not-found"), loaded("stray.service", "bad-setting"))},
+			want: with(func(c *verdict.Classes) {
+				c.Failed = []string{"dep.service", "ghost.service", "worker.service"}
+			}),
+		},
+		{
+			name:    "spawn faults are never failed nor set aside",
+			samples: []verdict.Sample{sample(1, failed("web.service", 1, 219), failed("other.service", 1, 226), restarting("worker.service", 3))},
+			edit: func(in *verdict.Input) {
+				in.Samples[0].Units["worker.service"] = func(u verdict.Unit) verdict.Unit { u.ExecMainStatus = 214; return u }(in.Samples[0].Units["worker.service"])
+			},
+			want: with(func(c *verdict.Classes) {
+				c.SpawnFaults = []verdict.SpawnFault{{Unit: "other.service", Status: "226/NAMESPACE"}, {Unit: "web.service", Status: "219/CGROUP"}, {Unit: "worker.service", Status: "214/SETSCHEDULER"}}
+			}),
+		},
+		{
+			name: "closure-caused exec-stage statuses stay failed",
+			samples: []verdict.Sample{sample(1, failed("web.service", 1, 203), failed("worker.service", 1, 217),
+				failed("getty@tty1.service", 2, 219))}, // killed by signal 219? not an exec-stage status
+			want: with(func(c *verdict.Classes) {
+				c.Failed = []string{"getty@tty1.service", "web.service", "worker.service"}
+			}),
+		},
+		{
+			name: "spawn-fault status on a running unit is no fault",
+			samples: []verdict.Sample{sample(1, func() verdict.Unit {
+				u := active("web.service", "a")
+				u.ExecMainCode, u.ExecMainStatus = 1, 219
+				return u
+			}())},
+			want: empty(),
+		},
+		{
+			name: "condition skipped: owned or wanted, checked, inactive",
+			samples: []verdict.Sample{sample(1,
+				verdict.Unit{Name: "skip.service", LoadState: "loaded", ActiveState: "inactive", SubState: "dead", ConditionResult: "no", ConditionAt: 5},
+				verdict.Unit{Name: "maybe.service", LoadState: "loaded", ActiveState: "inactive", SubState: "dead", ConditionResult: "no"}, // never checked
+				verdict.Unit{Name: "systemd-repart.service", LoadState: "loaded", ActiveState: "inactive", SubState: "dead", ConditionResult: "no", ConditionAt: 5},
+			)},
+			want: with(func(c *verdict.Classes) { c.ConditionSkipped = []string{"skip.service"} }),
+		},
+		{
+			name: "restart loop within budget",
+			samples: []verdict.Sample{
+				sample(2, running("worker.service", 1, "a")), sample(6, restarting("worker.service", 3)),
+				sample(10, running("worker.service", 5, "c")), sample(14, running("worker.service", 7, "d")),
+			},
+			want: with(func(c *verdict.Classes) {
+				c.RestartLoops = []verdict.Loop{{Unit: "worker.service", Restarts: 7, BudgetS: 600}}
+			}),
+		},
+		{
+			name: "own budget from Environment, over it",
+			samples: []verdict.Sample{
+				sample(10, running("worker.service", 1, "a", "DEPLOY_LOOP_BUDGET=30")),
+				sample(20, running("worker.service", 4, "b", "DEPLOY_LOOP_BUDGET=30")),
+				sample(31, running("worker.service", 7, "c", "A=b c", "DEPLOY_LOOP_BUDGET=30")),
+			},
+			want: with(func(c *verdict.Classes) {
+				c.RestartLoops = []verdict.Loop{{Unit: "worker.service", Restarts: 7, BudgetS: 30, OverBudget: true}}
+			}),
+		},
+		{
+			name: "looping time counts from the end of the last stable active period",
+			samples: []verdict.Sample{
+				sample(10, running("worker.service", 0, "a", "DEPLOY_LOOP_BUDGET=30")),
+				sample(20, running("worker.service", 0, "a", "DEPLOY_LOOP_BUDGET=30")), // stable until here
+				sample(30, restarting("worker.service", 2, "DEPLOY_LOOP_BUDGET=30")),
+				sample(45, running("worker.service", 5, "b", "DEPLOY_LOOP_BUDGET=30")),
+			},
+			// 45-20 = 25 s looping: within 30 s although 45 s since the activation
+			want: with(func(c *verdict.Classes) {
+				c.RestartLoops = []verdict.Loop{{Unit: "worker.service", Restarts: 5, BudgetS: 30}}
+			}),
+		},
+		{
+			name: "restarting in too few samples is no loop",
+			samples: []verdict.Sample{
+				sample(1, running("worker.service", 0, "a")), sample(2, running("worker.service", 1, "b")),
+				sample(3, running("worker.service", 1, "b")), sample(4, running("worker.service", 1, "b")),
+			},
+			want: empty(),
+		},
+		{
+			name:    "share zero still needs one restart",
+			samples: []verdict.Sample{sample(1, active("web.service", "a")), sample(2, active("web.service", "a"))},
+			edit:    func(in *verdict.Input) { in.LoopingShare = 0 },
+			want:    empty(),
+		},
+		{
+			name: "a loop that hit its start limit is failed, not a loop",
+			samples: []verdict.Sample{
+				sample(1, restarting("worker.service", 2)), sample(2, restarting("worker.service", 4)),
+				sample(3, func() verdict.Unit {
+					u := failed("worker.service", 1, 1)
+					u.NRestarts = 5
+					u.Result = "start-limit-hit"
+					return u
+				}()),
+			},
+			want: with(func(c *verdict.Classes) { c.Failed = []string{"worker.service"} }),
+		},
+		{
+			name: "cycling: changes in two cycle-watch windows; loops and changes before the watch do not count",
+			samples: []verdict.Sample{
+				sample(1, active("tick.service", "a"), active("flap.service", "z"), active("once.service", "1")),
+				sample(2, active("tick.service", "b"), active("flap.service", "y"), active("once.service", "1")),
+				sample(3, active("tick.service", "b"), active("flap.service", "x"), active("once.service", "1")),
+				sample(4, active("tick.service", "c"), active("flap.service", "x"), active("once.service", "2")),
+				sample(5, active("tick.service", "d"), active("flap.service", "x"), active("once.service", "2")),
+			},
+			cycle: 2, // windows 2-3, 3-4, 4-5: tick changes in two, flap in none, once in one
+			want:  with(func(c *verdict.Classes) { c.Cycling = []string{"tick.service"} }),
+		},
+		{
+			name: "cycling by active state alone",
+			samples: []verdict.Sample{
+				sample(1, active("tick.service", "a")),
+				sample(2, verdict.Unit{Name: "tick.service", ActiveState: "inactive", InvocationID: "a"}),
+				sample(3, active("tick.service", "a")),
+			},
+			want: with(func(c *verdict.Classes) { c.Cycling = []string{"tick.service"} }),
+		},
+		{
+			name: "stale start jobs are aged from the first sample that had them",
+			samples: []verdict.Sample{
+				withJobs(sample(0, active("web.service", "a")), verdict.Job{ID: 7, Unit: "slow.service", Type: "start", Stat: "running"}),
+				withJobs(sample(20, active("web.service", "a")), verdict.Job{ID: 7, Unit: "slow.service", Type: "start", Stat: "running"},
+					verdict.Job{ID: 9, Unit: "late.service", Type: "start", Stat: "waiting"}),
+				withJobs(sample(40, active("web.service", "a")), verdict.Job{ID: 7, Unit: "slow.service", Type: "start", Stat: "running"},
+					verdict.Job{ID: 9, Unit: "late.service", Type: "start", Stat: "waiting"},
+					verdict.Job{ID: 11, Unit: "x.service", Type: "stop", Stat: "waiting"}),
+			},
+			want: with(func(c *verdict.Classes) {
+				c.StaleJobs = []verdict.StaleJob{{Unit: "slow.service", Job: "start", AgeS: 40}}
+			}),
+		},
+		{
+			name:    "jobs not read",
+			samples: []verdict.Sample{withJobs(sample(1, active("web.service", "a")))},
+			want:    with(func(c *verdict.Classes) { c.StaleJobs = nil }),
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			in := base
+			in.Samples, in.CycleStart = tc.samples, tc.cycle
+			if tc.edit != nil {
+				tc.edit(&in)
+			}
+			if diff := cmp.Diff(tc.want, verdict.Classify(in)); diff != "" {
+				t.Errorf("Classify (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

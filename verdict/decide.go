@@ -1,0 +1,102 @@
+package verdict
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Exit codes of SPEC 2.1 that a verdict can give.
+const (
+	ExitOK    = 0
+	ExitFail  = 1 // a verdict failed
+	ExitInfra = 3 // unreachable, or systemd could not be read
+)
+
+// Switch results of SPEC 4.5.
+const (
+	SwitchOK             = "ok"
+	SwitchUnitsFailed    = "units-failed"
+	SwitchRebootNeeded   = "reboot-needed"
+	SwitchError          = "error"
+	SwitchNeverConfirmed = "never-confirmed"
+	SwitchSkipped        = "skipped"
+	SwitchUnchanged      = "unchanged"
+)
+
+// finding is one reason a node fails: its exit code, the reasons it adds to the
+// verdict, and its part of the one-line text summary.
+type finding struct {
+	code    int
+	reasons []string
+	summary string
+}
+
+// findings are the reasons the node fails, in the order the report names them.
+func findings(v Verdict) []finding {
+	if !v.Reachable {
+		return []finding{{ExitInfra, []string{"unreachable"}, "unreachable"}}
+	}
+	var fs []finding
+	switch v.Switch.Result {
+	case SwitchError:
+		r := fmt.Sprintf("switch error (exit %d)", v.Switch.ExitCode)
+		fs = append(fs, finding{ExitFail, []string{r}, r})
+	case SwitchNeverConfirmed:
+		r := "switch never confirmed"
+		fs = append(fs, finding{ExitFail, []string{r}, r})
+	}
+	if n := len(v.Units.Failed); n > 0 && v.StrictUnits {
+		f := finding{code: ExitFail, summary: plural(n, "failed unit")}
+		for _, u := range v.Units.Failed {
+			f.reasons = append(f.reasons, "failed unit: "+u)
+		}
+		fs = append(fs, f)
+	}
+	if v.Pass == PassVerdictOnly {
+		f := finding{code: ExitFail}
+		var names []string
+		for _, l := range v.Units.RestartLoops {
+			if l.OverBudget {
+				f.reasons = append(f.reasons, fmt.Sprintf("restart loop: %s (%s, budget %ds)",
+					l.Unit, plural(l.Restarts, "restart"), l.BudgetS))
+				names = append(names, l.Unit)
+			}
+		}
+		if len(names) > 0 {
+			f.summary = "restart loop over budget: " + strings.Join(names, ", ")
+			fs = append(fs, f)
+		}
+	}
+	if v.Units.unread() {
+		r := "systemd state not read"
+		fs = append(fs, finding{ExitInfra, []string{r}, r})
+	}
+	return fs
+}
+
+// unread reports whether any class could not be read.
+func (c Classes) unread() bool {
+	return c.Failed == nil || c.RestartLoops == nil || c.Cycling == nil || c.StaleJobs == nil ||
+		c.SpawnFaults == nil || c.SetAside == nil || c.ConditionSkipped == nil
+}
+
+// Decide judges the node from its verdict's facts (SPEC 2.1, 4.2, 4.5): the exit
+// code is the highest of its findings, ok is exactly exit code 0, and reasons name
+// every finding (never nil). Failed units tolerated by DEPLOY_STRICT_UNITS=0 stay
+// listed in the classes but are no reason; a restart loop fails only the
+// verdict-only pass, and only once over its budget.
+func Decide(v Verdict) (ok bool, exitCode int, reasons []string) {
+	reasons = []string{}
+	for _, f := range findings(v) {
+		exitCode = max(exitCode, f.code)
+		reasons = append(reasons, f.reasons...)
+	}
+	return exitCode == ExitOK, exitCode, reasons
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
