@@ -41,7 +41,10 @@ type phase struct {
 	// always phases run even after an earlier phase stopped the node (the verdict
 	// must still be reported and the exit code concluded).
 	always bool
-	do     func(r *run, ctx context.Context) error
+	// skip, when set, is asked before the phase starts: the phase has nothing to do
+	// in this run (no sweep while the chain is down, no finalize without a switch).
+	skip func(r *run) bool
+	do   func(r *run, ctx context.Context) error
 }
 
 type passes int
@@ -54,24 +57,24 @@ const (
 
 // phases is SPEC 4.1, in its order. Names are the body's, never a transport's.
 var phases = []phase{
-	{"build", deployOnly, false, (*run).build},
-	{"wait", bothPasses, false, (*run).wait},
-	{"push", deployOnly, false, (*run).push},
-	{"chain", verdictOnly, false, (*run).chainGate},
-	{"snapshot", bothPasses, false, (*run).snapshot},
-	{"switch", deployOnly, false, (*run).doSwitch},
-	{"switch-result", deployOnly, false, (*run).switchResult},
-	{"confirm", deployOnly, false, (*run).confirm},
-	{"owned", bothPasses, false, (*run).listOwned},
-	{"sweep", bothPasses, false, (*run).sweep},
-	{"settle", bothPasses, false, (*run).settle},
-	{"cycle-watch", bothPasses, false, (*run).cycleWatch},
-	{"loop-watch", bothPasses, false, (*run).loopWatch},
-	{"classify", bothPasses, true, (*run).classify},
-	{"verdict", bothPasses, true, (*run).judge},
-	{"report", bothPasses, true, (*run).report},
-	{"finalize", deployOnly, true, (*run).finalize},
-	{"conclude", bothPasses, true, (*run).conclude},
+	{"build", deployOnly, false, nil, (*run).build},
+	{"wait", bothPasses, false, nil, (*run).wait},
+	{"push", deployOnly, false, nil, (*run).push},
+	{"chain", verdictOnly, false, nil, (*run).chainGate},
+	{"snapshot", bothPasses, false, nil, (*run).snapshot},
+	{"switch", deployOnly, false, nil, (*run).doSwitch},
+	{"switch-result", deployOnly, false, nil, (*run).switchResult},
+	{"confirm", deployOnly, false, nil, (*run).confirm},
+	{"owned", bothPasses, false, nil, (*run).listOwned},
+	{"sweep", bothPasses, false, func(r *run) bool { return r.chainDown }, (*run).sweep},
+	{"settle", bothPasses, false, nil, (*run).settle},
+	{"cycle-watch", bothPasses, false, nil, (*run).cycleWatch},
+	{"loop-watch", bothPasses, false, nil, (*run).loopWatch},
+	{"classify", bothPasses, true, func(r *run) bool { return len(r.samples) == 0 }, (*run).classify},
+	{"verdict", bothPasses, true, nil, (*run).judge},
+	{"report", bothPasses, true, nil, (*run).report},
+	{"finalize", deployOnly, true, func(r *run) bool { return !r.confirmed }, (*run).finalize},
+	{"conclude", bothPasses, true, nil, (*run).conclude},
 }
 
 // PhaseNames lists the phases in order.
@@ -104,16 +107,12 @@ func failWith(code int, format string, args ...any) error {
 	return &phaseError{code: code, err: fmt.Errorf(format, args...)}
 }
 
-// errSkipped reports a phase as skipped from inside it (e.g. finalize after a
-// switch that never activated).
-var errSkipped = errors.New("skipped")
-
 // Run runs the body on the node and returns its verdict and exit code.
 func (d *Deploy) Run(ctx context.Context) Result {
 	r := newRun(d)
 	stopped := false
 	for _, p := range phases {
-		if !p.runsIn(r.verdictOnly()) || (stopped && !p.always) {
+		if !p.runsIn(r.verdictOnly()) || (stopped && !p.always) || (p.skip != nil && p.skip(r)) {
 			d.Reporter.Phase(d.Node, p.name, PhaseSkipped, 0)
 			continue
 		}
@@ -124,10 +123,6 @@ func (d *Deploy) Run(ctx context.Context) Result {
 		r.phasesMS[p.name] = elapsed.Milliseconds()
 		if err == nil {
 			d.Reporter.Phase(d.Node, p.name, PhaseDone, elapsed)
-			continue
-		}
-		if errors.Is(err, errSkipped) {
-			d.Reporter.Phase(d.Node, p.name, PhaseSkipped, elapsed)
 			continue
 		}
 		d.Reporter.Phase(d.Node, p.name, PhaseFailed, elapsed)

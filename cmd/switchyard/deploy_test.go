@@ -164,8 +164,8 @@ func TestVerdictOnlyChainConverges(t *testing.T) {
 	node, top := setup(t, "secret-chain")
 	wantCode(t, switchyard(t, nil, deployArgs(node, "--toplevel", top, "--output", "json")...), 0)
 	// Take the chain down: the agent delivers the secret 4 s after its restart.
-	node.MustExec(t, "systemctl", "stop", "secrets-ready.service")
 	node.MustExec(t, "rm", "-f", "/run/switchyard-test/secret")
+	node.MustExec(t, "systemctl", "stop", "secrets-ready.service")
 	node.MustExec(t, "systemctl", "restart", "secret-agent.service")
 	r := switchyard(t, []string{"DEPLOY_VERDICT_ONLY=1"}, deployArgs(node, "--output", "json")...)
 	wantCode(t, r, 0)

@@ -1,0 +1,110 @@
+package ssh
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestShellQuote(t *testing.T) {
+	for in, want := range map[string]string{
+		"":           `''`,
+		"plain":      `'plain'`,
+		"a b":        `'a b'`,
+		"it's":       `'it'\''s'`,
+		"'":          `''\'''`,
+		"$HOME;rm":   `'$HOME;rm'`,
+		"a\nb":       "'a\nb'",
+		`back\slash`: `'back\slash'`,
+	} {
+		if got := shellQuote(in); got != want {
+			t.Errorf("shellQuote(%q) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+func TestCommandLine(t *testing.T) {
+	cases := []struct {
+		argv, path []string
+		sudo       bool
+		want       string
+	}{
+		{[]string{"true"}, nil, false, `exec 'true'`},
+		{[]string{"printf", "%s\n", "a b"}, nil, false, "exec 'printf' '%s\n' 'a b'"},
+		{[]string{"hello"}, []string{"/nix/store/x-sys/sw/bin"}, false,
+			`PATH="${PATH:+$PATH:}"'/nix/store/x-sys/sw/bin'; export PATH; exec 'hello'`},
+		{[]string{"hello", "it's"}, []string{"/a", "/b c"}, false,
+			`PATH="${PATH:+$PATH:}"'/a':'/b c'; export PATH; exec 'hello' 'it'\''s'`},
+		{[]string{"systemctl", "is-system-running"}, nil, true, `exec sudo -n 'systemctl' 'is-system-running'`},
+		{[]string{"hello"}, []string{"/t/sw/bin"}, true,
+			`PATH="${PATH:+$PATH:}"'/t/sw/bin'; export PATH; exec sudo -n env PATH="$PATH" 'hello'`},
+	}
+	for _, c := range cases {
+		if got := commandLine(c.argv, c.path, c.sudo); got != c.want {
+			t.Errorf("commandLine(%q, %q, %v)\n got %s\nwant %s", c.argv, c.path, c.sudo, got, c.want)
+		}
+	}
+}
+
+// TestCommandLineRoundTrip runs command lines through the local POSIX shell, as
+// sshd runs them through the login shell: every argument arrives verbatim.
+func TestCommandLineRoundTrip(t *testing.T) {
+	args := []string{"", "a b", "it's", `"double"`, "$HOME", "`id`", "a;b", "a&&b|c", "*", "~", "new\nline", `back\slash`, "'", "''", "-n", "%s"}
+	line := commandLine(append([]string{"printf", `[%s]\n`}, args...), nil, false)
+	out, err := exec.Command("/bin/sh", "-c", line).Output()
+	if err != nil {
+		t.Fatalf("sh -c %s: %v", line, err)
+	}
+	var want strings.Builder
+	for _, a := range args {
+		want.WriteString("[" + a + "]\n")
+	}
+	if string(out) != want.String() {
+		t.Errorf("got %q\nwant %q", out, want.String())
+	}
+
+	dir := filepath.Join(t.TempDir(), "sw bin's $dir")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "switchyard-only-here"), []byte("#!/bin/sh\necho found \"$PATH\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	line = commandLine([]string{"switchyard-only-here"}, []string{dir}, false)
+	cmd := exec.Command("/bin/sh", "-c", line)
+	cmd.Env = []string{"PATH=/usr/bin:/bin"}
+	out, err = cmd.Output()
+	if err != nil {
+		t.Fatalf("sh -c %s: %v", line, err)
+	}
+	if got, want := string(out), "found /usr/bin:/bin:"+dir+"\n"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	// An empty PATH: the directory alone, not an empty element (the working directory).
+	cmd = exec.Command("/bin/sh", "-c", line)
+	cmd.Env = []string{"PATH="}
+	out, err = cmd.Output()
+	if err != nil {
+		t.Fatalf("sh -c %s (no PATH): %v", line, err)
+	}
+	if got, want := string(out), "found "+dir+"\n"; got != want {
+		t.Errorf("no PATH: got %q, want %q", got, want)
+	}
+}
+
+func TestCheckArgv0(t *testing.T) {
+	if err := checkArgv0(nil, false); err == nil {
+		t.Error("empty argv accepted")
+	}
+	if err := checkArgv0([]string{"-c"}, false); err == nil {
+		t.Error("argv0 starting with '-' accepted")
+	}
+	if err := checkArgv0([]string{"A=b"}, true); err == nil {
+		t.Error("argv0 with '=' accepted under sudo env")
+	}
+	if err := checkArgv0([]string{"A=b"}, false); err != nil {
+		t.Errorf("argv0 with '=' refused without env: %v", err)
+	}
+}
