@@ -16,6 +16,10 @@ type Deploy struct {
 	Source    Source    // where the toplevel comes from (not used by the verdict-only pass)
 	Config    Config
 	Reporter  Reporter
+
+	// Seams for the body's unit tests; zero values mean the real thing.
+	resolve func(context.Context, Source) (string, error) // build phase
+	poll    time.Duration                                  // pause between samples
 }
 
 // Result is what a finished body hands back.

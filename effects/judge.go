@@ -89,7 +89,7 @@ func (r *run) settle(ctx context.Context) error {
 			return nil
 		}
 		if i+1 < r.cfg.SettleAttempts {
-			if err := sleep(ctx, pollInterval); err != nil {
+			if err := sleep(ctx, r.d.poll); err != nil {
 				return stopWith(exitInfra, "%w", err)
 			}
 		}
@@ -118,7 +118,7 @@ const minLoopSamples = 4
 // 13. loop watch
 func (r *run) loopWatch(ctx context.Context) error {
 	for len(r.samples) < minLoopSamples {
-		if err := sleep(ctx, pollInterval); err != nil {
+		if err := sleep(ctx, r.d.poll); err != nil {
 			return stopWith(exitInfra, "%w", err)
 		}
 		r.sample(ctx)
@@ -138,7 +138,7 @@ func (r *run) classify(ctx context.Context) error {
 		Activated:    final.Activated,
 		LoopGrace:    r.cfg.LoopGrace,
 		LoopingShare: r.cfg.LoopingShare,
-		SettleWindow: time.Duration(r.cfg.SettleAttempts) * pollInterval,
+		SettleWindow: time.Duration(r.cfg.SettleAttempts) * r.d.poll,
 	})
 	return nil
 }
@@ -152,7 +152,7 @@ func (r *run) judge(ctx context.Context) error {
 	case r.confirmed:
 		v.BootEntry = v.Toplevel
 	case r.switched:
-		v.BootEntry = r.previous // reverted to the running generation
+		v.BootEntry = r.running // reverted to the running generation
 	default:
 		v.BootEntry = r.bootEntry
 	}
@@ -255,7 +255,7 @@ func (r *run) chainGate(ctx context.Context) error {
 				return failWith(exitVerdict, "chain not up within %s: waiting for %s", r.cfg.ChainTimeout, d.waiting)
 			}
 		}
-		if err := sleep(ctx, pollInterval); err != nil {
+		if err := sleep(ctx, r.d.poll); err != nil {
 			return stopWith(exitInfra, "%w", err)
 		}
 	}

@@ -24,6 +24,7 @@ type run struct {
 
 	toplevel   string // the generation being judged
 	previous   string // the running generation before the switch
+	running    string // the running generation after a switch that never activated
 	bootEntry  string // the boot entry before the switch
 	confirmed  bool   // /run/current-system resolved to the new toplevel
 	switched   bool   // the switch ran (its result was read)
@@ -37,6 +38,12 @@ type run struct {
 }
 
 func newRun(d *Deploy) *run {
+	if d.resolve == nil {
+		d.resolve = resolveToplevel
+	}
+	if d.poll == 0 {
+		d.poll = pollInterval
+	}
 	pass := verdict.PassDeploy
 	if d.Config.VerdictOnly {
 		pass = verdict.PassVerdictOnly
@@ -128,7 +135,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 
 // 1. build
 func (r *run) build(ctx context.Context) error {
-	top, err := resolveToplevel(ctx, r.d.Source)
+	top, err := r.d.resolve(ctx, r.d.Source)
 	if err != nil {
 		return stopWith(exitInfra, "%w", err)
 	}
@@ -165,7 +172,7 @@ func (r *run) wait(ctx context.Context) error {
 		if time.Now().After(deadline) {
 			break
 		}
-		if err := sleep(ctx, min(pollInterval, max(time.Until(deadline), 0))); err != nil {
+		if err := sleep(ctx, min(r.d.poll, max(time.Until(deadline), 0))); err != nil {
 			return stopWith(exitInfra, "%w", err)
 		}
 	}

@@ -133,13 +133,14 @@ func (r *run) confirm(ctx context.Context) error {
 		r.confirmed = true
 		return nil
 	}
+	r.running = cur
 	r.v.Switch.Result = "never-confirmed"
 	if err := r.d.Transport.RevertBootloader(ctx); err != nil {
 		r.raise(exitInfra, "confirm: reverting the boot entry: "+err.Error())
 		r.log("error", "%s: confirm: reverting the boot entry: %v", r.d.Node, err)
 	}
-	// Judge the node as it runs: the previous generation.
-	r.toplevel = r.previous
+	// Judge the node as it runs.
+	r.toplevel = cur
 	return failWith(exitVerdict, "the switch never activated: /run/current-system is %q, not the new toplevel; boot entry reverted to the running generation", cur)
 }
 
