@@ -19,7 +19,7 @@ type Deploy struct {
 
 	// Seams for the body's unit tests; zero values mean the real thing.
 	resolve func(context.Context, Source) (string, error) // build phase
-	poll    time.Duration                                  // pause between samples
+	poll    time.Duration                                 // pause between samples
 }
 
 // Result is what a finished body hands back.
