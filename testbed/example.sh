@@ -26,7 +26,7 @@ node=$(field name)
 echo "example: node $node is up (ssh on 127.0.0.1:$(field ssh_port), host key pinned)" >&2
 
 status=0
-"$work/switchyard" deploy --node "$node" --target "$(field target)" \
+"$work/switchyard" deploy --node example --target "$(field target)" \
 	--known-hosts "$(field known_hosts)" --ssh-key "$(field key_file)" \
 	--expr examples/hello/default.nix || status=$?
 exit "$status"
