@@ -149,6 +149,14 @@ rec {
     files."etc/switchyard-test/never-activate" = "";
   };
 
+  # Healthy, but the switch takes 15 s: time to cut the connection under it.
+  slow-switch = toplevel {
+    name = "slow-switch";
+    units."hello.service" = hello;
+    wants."multi-user.target" = [ "hello.service" ];
+    files."etc/switchyard-test/switch-delay" = "15";
+  };
+
   # A secret chain: the agent delivers a secret after `delay` seconds; secrets-ready
   # starts when it appears (a path unit). With headFails the agent fails at once.
   chain = { delay ? 4, headFails ? false }: toplevel {

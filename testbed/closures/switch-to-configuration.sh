@@ -7,6 +7,8 @@
 #     start the wanted units (restart the changed ones), exit 4 when one of them failed
 #   - a toplevel holding etc/switchyard-test/never-activate exits 0 having done nothing,
 #     like a switch that never activated
+#   - etc/switchyard-test/switch-delay holds seconds to sleep before activating, so a
+#     test can cut the connection while the switch runs
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd -P)
 action=${1:-}
@@ -24,6 +26,9 @@ esac
 if [ -e "$top/etc/switchyard-test/never-activate" ]; then
 	echo "switch-to-configuration: (fixture) not activating $top" >&2
 	exit 0
+fi
+if [ "$action" = switch ] && [ -f "$top/etc/switchyard-test/switch-delay" ]; then
+	sleep "$(cat "$top/etc/switchyard-test/switch-delay")"
 fi
 if [ "$action" = boot ] || [ "$action" = switch ]; then
 	mkdir -p /boot
