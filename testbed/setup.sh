@@ -52,14 +52,17 @@ install_packages() {
 }
 
 configure_nix() {
-	# Single-user Nix as root: no build users, no sandbox (no user namespaces for builds here).
+	# Single-user Nix as root: no build users, no sandbox (no user namespaces for
+	# builds here), and no binary cache (none is reachable; asking costs seconds).
 	mkdir -p /etc/nix
-	if ! grep -qs '^sandbox = false' /etc/nix/nix.conf || ! grep -qs '^build-users-group =$' /etc/nix/nix.conf; then
-		log "configuring /etc/nix/nix.conf for single-user root builds"
+	local want='sandbox = false
+build-users-group =
+substituters ='
+	if [ "$(grep -sE '^(sandbox|build-users-group|substituters) *=' /etc/nix/nix.conf | sort)" != "$(echo "$want" | sort)" ]; then
+		log "configuring /etc/nix/nix.conf for single-user root builds without a binary cache"
 		{
-			grep -vsE '^(sandbox|build-users-group) *=' /etc/nix/nix.conf || true
-			echo 'sandbox = false'
-			echo 'build-users-group ='
+			grep -vsE '^(sandbox|build-users-group|substituters) *=' /etc/nix/nix.conf || true
+			echo "$want"
 		} >/etc/nix/nix.conf.new
 		mv /etc/nix/nix.conf.new /etc/nix/nix.conf
 	fi
