@@ -72,6 +72,11 @@ func TestScenarioHealthy(t *testing.T) {
 	if out := node.MustExec(t, "ls", top+"/sw/bin"); !strings.Contains(out, "switchyard-hello") {
 		t.Errorf("sw/bin lacks switchyard-hello: %q", out)
 	}
+	// Test traffic stays on loopback: a node has no network but its own lo.
+	links := strings.Fields(node.MustExec(t, "ls", "/sys/class/net"))
+	if strings.Join(links, " ") != "lo" {
+		t.Errorf("node has network interfaces %v; test nodes must have only lo", links)
+	}
 }
 
 func TestScenarioFailedUnit(t *testing.T) {

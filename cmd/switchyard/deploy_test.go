@@ -101,11 +101,19 @@ func TestDeployFailedUnit(t *testing.T) {
 		t.Errorf("boot entry -> %q, want the new toplevel %q", got, top)
 	}
 
-	r = switchyard(t, []string{"DEPLOY_STRICT_UNITS=0"}, deployArgs(node, "--toplevel", top, "--output", "json")...)
+	// The same deploy from the derivation (--drv realises it first).
+	drv, err := exec.Command("nix-store", "--query", "--deriver", top).Output()
+	if err != nil {
+		t.Fatalf("nix-store --query --deriver: %v", err)
+	}
+	r = switchyard(t, []string{"DEPLOY_STRICT_UNITS=0"}, deployArgs(node, "--drv", strings.TrimSpace(string(drv)), "--output", "json")...)
 	wantCode(t, r, 0)
 	v = r.verdict(t)
 	if got := strs(units(t, v, "failed")); strings.Join(got, ",") != "broken.service" {
 		t.Errorf("strict off: failed = %v, want [broken.service]", got)
+	}
+	if v["toplevel"] != top {
+		t.Errorf("--drv deployed %v, want %s", v["toplevel"], top)
 	}
 	if v["ok"] != true || v["strict_units"] != false {
 		t.Errorf("strict off: ok=%v strict_units=%v", v["ok"], v["strict_units"])
