@@ -1,0 +1,316 @@
+// Command bench measures switchyard's SSH transport and deploy body on fresh
+// test-bed nodes and prints every figure as a ratio to a reference run of the same
+// invocation (never as an absolute limit):
+//
+//	(a) copy of a closure of ~1,000 small paths plus one of tens of MiB, against
+//	    nix-copy-closure of the same closure to an identical fresh node, and against
+//	    the same bytes through one ssh pipe (the limit);
+//	(b) a re-copy of the present closure, against `ssh node true`;
+//	(c) peak RSS of the copying process;
+//	(d) TCP connections opened per deploy (counted by the node's sshd);
+//	(e) the per-phase times of one healthy deploy.
+//
+// Run as root on a machine with the test bed (testbed/setup.sh):
+//
+//	go run ./bench [-n 1000] [-big 32]
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/switchyard-nix/switchyard/testbed"
+	"github.com/switchyard-nix/switchyard/transports/ssh"
+)
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "copy-child" {
+		os.Exit(copyChild(os.Args[2:]))
+	}
+	n := flag.Int("n", 1000, "small store paths in the closure")
+	big := flag.Int("big", 32, "MiB of the large store path")
+	flag.Parse()
+	if err := run(*n, *big); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+// copyChild copies one closure with switchyard's ssh transport, in its own process
+// so the parent can read its peak RSS.
+func copyChild(args []string) int {
+	fs := flag.NewFlagSet("copy-child", flag.ExitOnError)
+	port := fs.Int("port", 22, "")
+	kh := fs.String("known-hosts", "", "")
+	key := fs.String("key", "", "")
+	path := fs.String("path", "", "")
+	_ = fs.Parse(args)
+	t, err := ssh.New(ssh.Config{User: "root", Host: "127.0.0.1", Port: *port, KnownHostsFile: *kh, KeyFiles: []string{*key}})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer t.Close()
+	if err := t.CopyClosure(context.Background(), []string{*path}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+type row struct {
+	what, measured, reference string
+	ratio                     float64
+}
+
+func run(n, big int) error {
+	bed, err := testbed.Open()
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	tmp, err := os.MkdirTemp("", "switchyard-bench")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	binary := filepath.Join(tmp, "switchyard")
+	if out, err := exec.Command("go", "build", "-o", binary, "./cmd/switchyard").CombinedOutput(); err != nil {
+		return fmt.Errorf("build switchyard: %v: %s", err, out)
+	}
+
+	tag := strconv.FormatInt(time.Now().UnixNano(), 36)
+	fmt.Fprintf(os.Stderr, "bench: building a closure of %d small paths + %d MiB\n", n, big)
+	top, err := output("nix-build", "bench/closure.nix", "--no-out-link", "-j", "4",
+		"--arg", "n", strconv.Itoa(n), "--arg", "bigMiB", strconv.Itoa(big), "--argstr", "tag", tag)
+	if err != nil {
+		return err
+	}
+	top = strings.TrimSpace(top)
+	closure, err := output("nix-store", "--query", "--requisites", top)
+	if err != nil {
+		return err
+	}
+	paths := strings.Fields(closure)
+	healthy, err := output("nix-build", "testbed/closures", "-A", "healthy", "--no-out-link", "--argstr", "tag", "bench"+tag)
+	if err != nil {
+		return err
+	}
+	healthy = strings.TrimSpace(healthy)
+
+	var nodes []*testbed.Node
+	defer func() {
+		for _, nd := range nodes {
+			nd.Delete()
+		}
+	}()
+	for _, label := range []string{"bench-switchyard", "bench-reference", "bench-pipe"} {
+		dir := filepath.Join(tmp, label)
+		os.MkdirAll(dir, 0o755)
+		nd, err := bed.Launch(ctx, label, dir)
+		if nd != nil {
+			nodes = append(nodes, nd)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	sy, ref, pipe := nodes[0], nodes[1], nodes[2]
+	fmt.Fprintf(os.Stderr, "bench: %d paths in the closure; nodes up\n", len(paths))
+
+	var rows []row
+	// (a) copy to a fresh node.
+	copyTime, rss, err := timedChild(self, sy, top)
+	if err != nil {
+		return fmt.Errorf("switchyard copy: %w", err)
+	}
+	refTime, err := timed(func() error {
+		cmd := exec.Command("nix-copy-closure", "--to", ref.SSHTarget(), top)
+		cmd.Env = append(os.Environ(), "NIX_SSHOPTS="+strings.Join(ref.SSHOptions(), " "))
+		return runCmd(cmd)
+	})
+	if err != nil {
+		return fmt.Errorf("nix-copy-closure: %w", err)
+	}
+	pipeTime, bytesSent, err := pipeCopy(pipe, paths)
+	if err != nil {
+		return fmt.Errorf("ssh pipe: %w", err)
+	}
+	rows = append(rows,
+		row{"(a) copy, fresh node vs nix-copy-closure", dur(copyTime), dur(refTime), ratio(copyTime, refTime)},
+		row{"(a) copy, fresh node vs one ssh pipe of the same " + mib(bytesSent), dur(copyTime), dur(pipeTime), ratio(copyTime, pipeTime)},
+	)
+	// (b) re-copy of a present closure.
+	recopy, _, err := timedChild(self, sy, top)
+	if err != nil {
+		return fmt.Errorf("switchyard re-copy: %w", err)
+	}
+	sshTrue, err := timed(func() error {
+		return runCmd(exec.Command("ssh", append(sy.SSHOptions(), sy.SSHTarget(), "true")...))
+	})
+	if err != nil {
+		return err
+	}
+	rows = append(rows, row{"(b) re-copy of a present closure vs ssh node true", dur(recopy), dur(sshTrue), ratio(recopy, sshTrue)})
+	// (c) peak RSS while copying, against the closure's size.
+	rows = append(rows, row{"(c) peak RSS of the copy vs bytes copied", mib(rss), mib(bytesSent), float64(rss) / float64(bytesSent)})
+
+	// (d), (e): one healthy deploy.
+	before, err := acceptedConnections(sy)
+	if err != nil {
+		return err
+	}
+	deployTime := time.Now()
+	out, err := output(binary, "deploy", "--node", "bench", "--target", fmt.Sprintf("root@127.0.0.1:%d", sy.SSHPort),
+		"--known-hosts", sy.KnownHosts, "--ssh-key", sy.KeyFile, "--toplevel", healthy, "--output", "json")
+	if err != nil {
+		return fmt.Errorf("deploy: %w", err)
+	}
+	total := time.Since(deployTime)
+	after, err := acceptedConnections(sy)
+	if err != nil {
+		return err
+	}
+	rows = append(rows, row{"(d) TCP connections opened by one deploy vs the minimum", strconv.Itoa(after - before), "1", float64(after - before)})
+	phases, err := phaseTimes(out)
+	if err != nil {
+		return err
+	}
+	names := make([]string, 0, len(phases))
+	for p := range phases {
+		names = append(names, p)
+	}
+	sort.Slice(names, func(i, j int) bool { return phases[names[i]] > phases[names[j]] })
+	for _, p := range names {
+		d := time.Duration(phases[p]) * time.Millisecond
+		rows = append(rows, row{"(e) phase " + p + " vs the whole deploy", dur(d), dur(total), ratio(d, total)})
+	}
+
+	w := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintf(w, "closure: %d paths, %s; one run each on fresh nodes\n", len(paths), mib(bytesSent))
+	fmt.Fprintln(w, "measure\tswitchyard\treference\tratio")
+	for _, r := range rows {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%.2f\n", r.what, r.measured, r.reference, r.ratio)
+	}
+	return w.Flush()
+}
+
+func timedChild(self string, nd *testbed.Node, path string) (time.Duration, int64, error) {
+	cmd := exec.Command(self, "copy-child", "--port", strconv.Itoa(nd.SSHPort), "--known-hosts", nd.KnownHosts,
+		"--key", nd.KeyFile, "--path", path)
+	start := time.Now()
+	err := runCmd(cmd)
+	took := time.Since(start)
+	var rss int64
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		rss = ru.Maxrss * 1024
+	}
+	return took, rss, err
+}
+
+// pipeCopy sends the closure's export bytes through one ssh pipe into /dev/null.
+func pipeCopy(nd *testbed.Node, paths []string) (time.Duration, int64, error) {
+	export := exec.Command("nix-store", append([]string{"--export"}, paths...)...)
+	sink := exec.Command("ssh", append(nd.SSHOptions(), nd.SSHTarget(), "cat >/dev/null")...)
+	r, w := io.Pipe()
+	counter := &countingWriter{w: w}
+	export.Stdout = counter
+	sink.Stdin = r
+	start := time.Now()
+	if err := sink.Start(); err != nil {
+		return 0, 0, err
+	}
+	err := export.Run()
+	w.CloseWithError(err)
+	if werr := sink.Wait(); err == nil {
+		err = werr
+	}
+	return time.Since(start), counter.n, err
+}
+
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// acceptedConnections counts the TCP connections the node's sshd accepted.
+func acceptedConnections(nd *testbed.Node) (int, error) {
+	out, err := nd.Exec(context.Background(), "journalctl", "--unit", "ssh.service", "--output", "cat", "--no-pager")
+	if err != nil {
+		return 0, err
+	}
+	return strings.Count(out, "Accepted publickey"), nil
+}
+
+func phaseTimes(jsonLines string) (map[string]int64, error) {
+	for _, line := range strings.Split(jsonLines, "\n") {
+		var e struct {
+			Kind     string           `json:"kind"`
+			PhasesMS map[string]int64 `json:"phases_ms"`
+		}
+		if json.Unmarshal([]byte(line), &e) == nil && e.Kind == "verdict" {
+			return e.PhasesMS, nil
+		}
+	}
+	return nil, fmt.Errorf("no verdict in the deploy's output")
+}
+
+func timed(f func() error) (time.Duration, error) {
+	start := time.Now()
+	err := f()
+	return time.Since(start), err
+}
+
+func runCmd(cmd *exec.Cmd) error {
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s: %v: %s", cmd.Args[0], err, strings.TrimSpace(stderr.String()))
+	}
+	return nil
+}
+
+func output(name string, args ...string) (string, error) {
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(name, args...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.String(), fmt.Errorf("%s: %v: %s", name, err, lastLine(stderr.String()))
+	}
+	return stdout.String(), nil
+}
+
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		return s[i+1:]
+	}
+	return s
+}
+
+func ratio(a, b time.Duration) float64 { return float64(a) / float64(b) }
+func dur(d time.Duration) string        { return d.Round(time.Millisecond).String() }
+func mib(n int64) string                { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
