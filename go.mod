@@ -7,4 +7,7 @@ require (
 	golang.org/x/crypto v0.59.0
 )
 
-require golang.org/x/sys v0.50.0 // indirect
+require (
+	github.com/kevinburke/ssh_config v1.6.0 // indirect
+	golang.org/x/sys v0.50.0 // indirect
+)

@@ -145,13 +145,11 @@ func (o *textOutput) above(w io.Writer, text string) {
 func (o *textOutput) Log(node, level, msg string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	// One line, starting with the node: "web1: push: copy failed: ...".
 	if !strings.HasPrefix(msg, node+": ") {
 		msg = node + ": " + msg
 	}
-	if level != "info" {
-		msg = level + ": " + msg
-	}
-	o.above(o.stderr, msg+"\n")
+	o.above(o.stderr, strings.ReplaceAll(msg, "\n", " ")+"\n")
 }
 
 func (o *textOutput) Verdict(v verdict.Verdict) {
