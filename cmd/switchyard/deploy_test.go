@@ -442,3 +442,20 @@ func closedPort(t *testing.T) int {
 }
 
 func netListen() (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }
+
+// The shell transport: an existing prologue of hooks (ssh(1) and nix-copy-closure)
+// drives the same body from the command line.
+func TestDeployShellTransport(t *testing.T) {
+	node, top := setup(t, "healthy")
+	hooks := filepath.Join(testbed.RepoRoot(), "transports", "shell", "testdata", "ssh-hooks.sh")
+	env := []string{fmt.Sprintf("SY_PORT=%d", node.SSHPort), "SY_KEY=" + node.KeyFile, "SY_KNOWN_HOSTS=" + node.KnownHosts}
+	r := switchyard(t, env, "deploy", "--transport", "shell", "--hooks", hooks, "--node", "web1", "--toplevel", top, "--output", "json")
+	wantCode(t, r, 0)
+	v := r.verdict(t)
+	if v["target"] != fmt.Sprintf("shell root@127.0.0.1:%d", node.SSHPort) || v["ok"] != true {
+		t.Errorf("verdict %v", v)
+	}
+	if got := node.Readlink(t, "/nix/var/nix/profiles/system"); got != top {
+		t.Errorf("system profile -> %q, want %q", got, top)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/switchyard-nix/switchyard/effects"
+	"github.com/switchyard-nix/switchyard/transports/shell"
 	"github.com/switchyard-nix/switchyard/transports/ssh"
 )
 
@@ -23,9 +24,9 @@ func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
 
 // deployFlags are `switchyard deploy`'s flags (SPEC 2).
 type deployFlags struct {
-	transport, target, node, knownHosts, hooks, project, output string
-	sshKeys                                                     multiFlag
-	source                                                      effects.Source
+	transport, target, node, knownHosts, sshConfig, hooks, project, output string
+	sshKeys                                                                multiFlag
+	source                                                                 effects.Source
 }
 
 func parseDeployFlags(args []string) (deployFlags, error) {
@@ -37,6 +38,7 @@ func parseDeployFlags(args []string) (deployFlags, error) {
 	fs.StringVar(&f.node, "node", "", "the node's name in messages (default: the target's host)")
 	fs.Var(&f.sshKeys, "ssh-key", "private key file (repeatable; the ssh agent is used too)")
 	fs.StringVar(&f.knownHosts, "known-hosts", "", "known_hosts file (default ~/.ssh/known_hosts)")
+	fs.StringVar(&f.sshConfig, "ssh-config", "", "ssh_config file: HostName, Port, User, IdentityFile, ProxyJump (default ~/.ssh/config; none: no file)")
 	fs.StringVar(&f.hooks, "hooks", "", "shell transport prologue")
 	fs.StringVar(&f.project, "project", "", "incus project")
 	fs.StringVar(&f.output, "output", "text", "text|json")
@@ -53,7 +55,7 @@ func parseDeployFlags(args []string) (deployFlags, error) {
 	if f.output != "text" && f.output != "json" {
 		return f, fmt.Errorf("--output: %q is not text or json", f.output)
 	}
-	if f.target == "" {
+	if f.target == "" && f.transport != "shell" {
 		return f, fmt.Errorf("--target is required")
 	}
 	return f, nil
@@ -110,13 +112,23 @@ func newTransport(f deployFlags) (effects.Transport, string, error) {
 		if err != nil {
 			return nil, "", fmt.Errorf("--target: %w", err)
 		}
-		t, err := ssh.New(ssh.Config{User: user, Host: host, Port: port, KnownHostsFile: f.knownHosts, KeyFiles: f.sshKeys})
+		t, err := ssh.New(ssh.Config{User: user, Host: host, Port: port, KnownHostsFile: f.knownHosts, KeyFiles: f.sshKeys,
+			SSHConfigFile: f.sshConfig})
 		if err != nil {
 			return nil, "", err
 		}
 		return t, host, nil
-	case "incus", "shell":
-		return nil, "", fmt.Errorf("--transport %s: not built yet (only ssh is)", f.transport)
+	case "shell":
+		if f.hooks == "" {
+			return nil, "", errors.New("--transport shell needs --hooks FILE")
+		}
+		t, err := shell.New(shell.Config{Hooks: f.hooks})
+		if err != nil {
+			return nil, "", fmt.Errorf("--hooks: %w", err)
+		}
+		return t, "node", nil
+	case "incus":
+		return nil, "", fmt.Errorf("--transport incus: not built yet (ssh and shell are)")
 	}
 	return nil, "", errors.New("--transport: want ssh, incus or shell")
 }
