@@ -47,6 +47,20 @@
         };
       });
 
+      # switchyard's Nix library (SPEC 6.3, 8): the plan reader, readPlan tree planFile,
+      # which maps every { "_repoPath": ... } of a plan.json back to a path in the tree.
+      lib = import ./nix/lib.nix;
+
+      # switchyard.plan and switchyard.chain (module.nix), and the Incus guest-API module
+      # (guest-api.nix, off unless switchyard.guestApi.enable; the configuration switchyard
+      # generates for an incus node enables it). Each has a fixed `key`, so importing it
+      # here and through a generated configuration.nix is harmless.
+      nixosModules = {
+        default = { imports = [ ./nix/module.nix ./nix/guest-api.nix ]; };
+        switchyard = ./nix/module.nix;
+        guestApi = ./nix/guest-api.nix;
+      };
+
       checks = forAllSystems (system: pkgs: {
         # buildGoModule runs `go test ./...` in its check phase.
         switchyard = self.packages.${system}.default;

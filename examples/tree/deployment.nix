@@ -1,0 +1,57 @@
+# An example operator tree (SPEC 6.1): one group of two web nodes reached over SSH,
+# running the `hello` application (`mail` is defined but off).
+#
+#   switchyard ssh names  --tree examples/tree
+#   switchyard ssh schema --tree examples/tree
+#   DEPLOYMENT='{"deployment-method":{"ssh":{"applications":{"hello":{"enable":true,"settings":{"greeting":"hey"}}}}}}' \
+#     switchyard ssh plan --tree examples/tree
+#
+# The hosts and host keys are placeholders (192.0.2.0/24 is a documentation network):
+# put your nodes' addresses and their /etc/ssh/ssh_host_ed25519_key.pub here.
+#
+# `system` names the tree's builder: this example builds without nixpkgs, from the test
+# bed's closures (builder.nix). A real tree sets `system = "nixos";` and `nixpkgs`.
+{
+  domain = "example.org";
+  email = "ops@example.org";
+  system = "builder.nix";
+
+  applications = {
+    hello = {
+      enable = true;
+      module = "apps/hello.nix";
+      # Typed by their values: a DEPLOYMENT may set greeting to another string and
+      # closure to another test closure (healthy, failed-unit, restart-loop, ...).
+      settings = { greeting = "hi"; closure = "healthy"; };
+    };
+    mail = {
+      enable = false;
+      module = "apps/mail.nix";
+      settings = { relay = "smtp.example.org"; port = 587; };
+    };
+  };
+
+  groups.web = {
+    applications = [ "hello" "mail" ];
+    nodes.web1 = {
+      modules = [ "hosts/web1.nix" ];
+      ssh = {
+        host = "192.0.2.11";
+        port = 22;
+        user = "root";
+        hostKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIB4inzM5jOx8xxmjhITtKFD7q0B50Pu07HOHGjAEY+JB placeholder";
+      };
+    };
+    nodes.web2 = {
+      modules = [ "hosts/web2.nix" ];
+      ssh = {
+        host = "192.0.2.12";
+        port = 22;
+        user = "root";
+        hostKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAID3U6FhYajg1hJyGRciaoYCKKngatXm7/Bwaxg60HBwY placeholder";
+      };
+    };
+  };
+
+  deployment-method.ssh = { parallel = 2; };
+}

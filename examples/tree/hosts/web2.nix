@@ -1,0 +1,6 @@
+# web2: its own settings; the shared ones come from ./common.nix.
+{ config, ... }:
+{
+  imports = [ ./common.nix ];
+  networking.hostName = config.switchyard.plan.node;
+}

@@ -1,0 +1,138 @@
+package plan
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+
+	"github.com/switchyard-nix/switchyard/plan/coordinates"
+	"github.com/switchyard-nix/switchyard/plan/data"
+	"github.com/switchyard-nix/switchyard/plan/definition"
+	"github.com/switchyard-nix/switchyard/plan/field"
+	"github.com/switchyard-nix/switchyard/plan/merge"
+	"github.com/switchyard-nix/switchyard/plan/method"
+)
+
+// Options picks what Compute plans, and where.
+type Options struct {
+	// StateDir is where the node files go (nodes/<node>/) and switchyard's Nix library
+	// (nix/); the command's default is <tree>/.switchyard. Made absolute.
+	StateDir string
+	// Group is the picked group; empty: every group.
+	Group string
+	// Nodes is a subset of the picked group's enabled nodes; empty: all of them.
+	Nodes []string
+}
+
+// Plan is the plans of one run: the merged deployment and each picked node's plan.
+type Plan struct {
+	Deployment *merge.Deployment
+	StateDir   string  // absolute
+	Nodes      []*Node // sorted by name
+}
+
+// Compute plans each enabled node of the picked group from the merged deployment: its
+// plan.json, configuration.nix, tree files and nixos_conf. It reads the tree (for
+// nixos_conf) and the environment only through coords, and writes nothing (Plan.Write
+// does). An unknown group or node, a node without the settings its method's transport
+// needs, or a tree path of a setting that is missing or leaves the tree is a refusal.
+func Compute(d *merge.Deployment, coords *coordinates.Reader, opt Options) (*Plan, error) {
+	if opt.StateDir == "" {
+		return nil, fmt.Errorf("plan: no state dir")
+	}
+	stateDir, err := filepath.Abs(opt.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	picked, err := Select(d.Definition, opt.Group, opt.Nodes)
+	if err != nil {
+		return nil, err
+	}
+	values := map[string]string{}
+	for _, c := range d.Method.Coordinates {
+		values[c.Name] = coords.Lookup(c.Name)
+	}
+	p := &Plan{Deployment: d, StateDir: stateDir}
+	for _, s := range picked {
+		n, err := computeNode(d, s, values, stateDir)
+		if err != nil {
+			return nil, err
+		}
+		p.Nodes = append(p.Nodes, n)
+	}
+	return p, nil
+}
+
+func computeNode(d *merge.Deployment, s Selected, coords map[string]string, stateDir string) (*Node, error) {
+	def := d.Definition
+	group := def.Groups[s.Group]
+	node := group.Nodes[s.Node]
+	at := field.Path("").Key("groups").Key(s.Group).Key("nodes").Key(s.Node)
+
+	np := NodePlan{
+		Node: s.Node, Group: s.Group, Method: d.Method.Name,
+		Domain: d.Domain, Email: d.Email,
+		Applications: map[string]map[string]any{},
+		Coordinates:  coords,
+	}
+	switch d.Method.Transport {
+	case method.SSH:
+		if node.SSH == nil {
+			return nil, &field.Error{Source: def.Source, Path: at.Key("ssh"), Reason: fmt.Sprintf("missing: method %s reaches nodes over ssh", d.Method.Name)}
+		}
+		np.SSH = node.SSH
+	case method.Incus:
+		if node.Incus == nil {
+			return nil, &field.Error{Source: def.Source, Path: at.Key("incus"), Reason: fmt.Sprintf("missing: method %s makes an Incus instance of every node", d.Method.Name)}
+		}
+		np.Incus = node.Incus
+	}
+	roots := slices.Clone(node.Modules)
+	var appModules []data.RepoPath
+	for _, name := range group.Applications {
+		app := d.Applications[name]
+		if !app.Enable {
+			continue
+		}
+		np.Applications[name] = app.Settings
+		appModules = append(appModules, app.Module)
+		var bad error
+		definition.WalkPaths(app.Settings, field.Path("").Key("applications").Key(name).Key("settings"), func(p field.Path, rp data.RepoPath) {
+			if err := def.Tree.Check(rp); err != nil && bad == nil {
+				bad = &field.Error{Source: "deployment", Path: p, Reason: err.Error()}
+			}
+			roots = append(roots, rp)
+		})
+		if bad != nil {
+			return nil, bad
+		}
+	}
+	np.Modules = moduleList(node.Modules, appModules)
+	roots = append(roots, np.Modules...)
+	if def.Builder != "" {
+		roots = append(roots, def.Builder)
+	}
+
+	planJSON, err := np.JSON()
+	if err != nil {
+		return nil, err
+	}
+	dir := NodeDir(stateDir, s.Node)
+	treeFromNode, err := filepath.Rel(dir, def.Tree.Root)
+	if err != nil {
+		return nil, err
+	}
+	conf := Configuration(&np, treeFromNode)
+	files, err := def.Tree.Files(roots, []string{stateDir})
+	if err != nil {
+		return nil, fmt.Errorf("%s: reading the tree: %w", s.Node, err)
+	}
+	return &Node{
+		Name: s.Node, Group: s.Group, Plan: np,
+		PlanJSON: planJSON, Configuration: conf, TreeFiles: files,
+		NixosConf: NixosConf(planJSON, conf, files, def.System(), def.Nixpkgs),
+		Dir:       dir,
+		build: Build{StateDir: stateDir, Tree: def.Tree.Root, NodeDir: dir,
+			System: def.System(), Nixpkgs: def.Nixpkgs},
+	}, nil
+}

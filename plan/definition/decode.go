@@ -1,0 +1,235 @@
+package definition
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/switchyard-nix/switchyard/plan/data"
+	"github.com/switchyard-nix/switchyard/plan/field"
+	"github.com/switchyard-nix/switchyard/plan/method"
+	"github.com/switchyard-nix/switchyard/plan/tree"
+)
+
+// Decode reads a deployment definition from its JSON form (deployment.json, or
+// deployment.nix as nix/definition.nix evaluates it) and checks it against the tree.
+// source names it in refusals.
+func Decode(t *tree.Tree, source string, b []byte) (*Definition, error) {
+	v, err := data.ParseData(b)
+	if err != nil {
+		return nil, field.WithSource(err, source)
+	}
+	d, err := decode(t, v)
+	if err == nil {
+		err = d.checkTree(t)
+	}
+	if err != nil {
+		return nil, field.WithSource(err, source)
+	}
+	d.Tree, d.Source = t, source
+	return d, nil
+}
+
+func decode(t *tree.Tree, v any) (*Definition, error) {
+	top, err := asObject(v, "")
+	if err != nil {
+		return nil, err
+	}
+	if err := top.only("domain", "email", "system", "nixpkgs", "applications", "groups", "deployment-method"); err != nil {
+		return nil, err
+	}
+	d := &Definition{}
+	if d.Domain, err = top.string("domain", ""); err != nil {
+		return nil, err
+	}
+	if d.Email, err = top.string("email", ""); err != nil {
+		return nil, err
+	}
+	if d.Builder, err = decodeSystem(top); err != nil {
+		return nil, err
+	}
+	if d.Nixpkgs, err = decodeNixpkgs(t, top); err != nil {
+		return nil, err
+	}
+	if d.Applications, err = decodeApplications(top); err != nil {
+		return nil, err
+	}
+	if d.Groups, err = decodeGroups(top, d.Applications); err != nil {
+		return nil, err
+	}
+	if d.MethodSettings, err = decodeMethodSettings(top); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+func decodeSystem(top object) (data.RepoPath, error) {
+	v, ok := top.m["system"]
+	if !ok || v == NixOS {
+		return "", nil
+	}
+	return repoPath(v, top.at.Key("system"), `"nixos" or a tree path to a builder`)
+}
+
+// repoPath reads a tree path written as a string or as a {"_repoPath": ...} object.
+func repoPath(v any, at field.Path, want string) (data.RepoPath, error) {
+	switch t := v.(type) {
+	case data.RepoPath:
+		return t, nil
+	case string:
+		p, err := data.CleanRepoPath(t)
+		if err != nil {
+			return "", field.Errorf(at, "%v", err)
+		}
+		return p, nil
+	}
+	return "", field.Errorf(at, "wrong type: %s, want %s", data.KindOf(v).Article(), want)
+}
+
+func decodeNixpkgs(t *tree.Tree, top object) (string, error) {
+	at := top.at.Key("nixpkgs")
+	switch v := top.m["nixpkgs"].(type) {
+	case nil:
+		return "", nil
+	case data.RepoPath:
+		return t.Path(v), nil
+	case string:
+		if !filepath.IsAbs(v) {
+			return "", field.Errorf(at, "%q is not an absolute path (or a path in the tree)", v)
+		}
+		return filepath.Clean(v), nil
+	default:
+		return "", field.Errorf(at, "wrong type: %s, want a path", data.KindOf(v).Article())
+	}
+}
+
+func decodeApplications(top object) (map[string]Application, error) {
+	apps, err := top.object("applications")
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]Application{}
+	for _, name := range sortedKeys(apps.m) {
+		at := apps.at.Key(name)
+		if err := checkName(at, "application", name); err != nil {
+			return nil, err
+		}
+		o, err := asObject(apps.m[name], at)
+		if err != nil {
+			return nil, err
+		}
+		if err := o.only("enable", "module", "settings"); err != nil {
+			return nil, err
+		}
+		var a Application
+		if a.Enable, err = o.bool("enable", false); err != nil {
+			return nil, err
+		}
+		if o.has("module") {
+			if a.Module, err = repoPath(o.m["module"], at.Key("module"), "a tree path"); err != nil {
+				return nil, err
+			}
+		}
+		settings, err := o.object("settings")
+		if err != nil {
+			return nil, err
+		}
+		a.Settings = settings.m
+		out[name] = a
+	}
+	return out, nil
+}
+
+func decodeGroups(top object, apps map[string]Application) (map[string]Group, error) {
+	groups, err := top.object("groups")
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]Group{}
+	nodeAt := map[string]field.Path{} // node names are unique across groups
+	for _, name := range sortedKeys(groups.m) {
+		at := groups.at.Key(name)
+		if err := checkName(at, "group", name); err != nil {
+			return nil, err
+		}
+		o, err := asObject(groups.m[name], at)
+		if err != nil {
+			return nil, err
+		}
+		if err := o.only("applications", "nodes"); err != nil {
+			return nil, err
+		}
+		var g Group
+		if g.Applications, err = o.strings("applications", []string{}); err != nil {
+			return nil, err
+		}
+		for i, app := range g.Applications {
+			if _, ok := apps[app]; !ok {
+				return nil, field.Errorf(at.Key("applications").Index(i), "unknown application %q", app)
+			}
+			if slices.Index(g.Applications, app) != i {
+				return nil, field.Errorf(at.Key("applications").Index(i), "application %q listed twice", app)
+			}
+		}
+		nodes, err := o.object("nodes")
+		if err != nil {
+			return nil, err
+		}
+		g.Nodes = map[string]Node{}
+		for _, node := range sortedKeys(nodes.m) {
+			nat := nodes.at.Key(node)
+			if err := checkName(nat, "node", node); err != nil {
+				return nil, err
+			}
+			if prev, dup := nodeAt[node]; dup {
+				return nil, field.Errorf(nat, "node %s is already defined at %s: node names are unique across groups", node, prev)
+			}
+			nodeAt[node] = nat
+			if g.Nodes[node], err = decodeNode(nodes.m[node], nat); err != nil {
+				return nil, err
+			}
+		}
+		out[name] = g
+	}
+	return out, nil
+}
+
+func decodeMethodSettings(top object) (map[string]map[string]any, error) {
+	dm, err := top.object("deployment-method")
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]map[string]any{}
+	for _, name := range sortedKeys(dm.m) {
+		at := dm.at.Key(name)
+		m, ok := method.Lookup(name)
+		if !ok {
+			return nil, field.Errorf(at, "unknown method (one of %s)", strings.Join(method.Names(), ", "))
+		}
+		o, err := asObject(dm.m[name], at)
+		if err != nil {
+			return nil, err
+		}
+		for _, key := range sortedKeys(o.m) {
+			if err := m.Check(at.Key(key), key, o.m[key]); err != nil {
+				return nil, err
+			}
+		}
+		out[name] = o.m
+	}
+	return out, nil
+}
+
+func intOf(v any) int64 {
+	switch t := v.(type) {
+	case json.Number:
+		i, _ := t.Int64()
+		return i
+	case int64:
+		return t
+	case int:
+		return int64(t)
+	}
+	return 0
+}

@@ -1,0 +1,106 @@
+package definition
+
+import (
+	"github.com/switchyard-nix/switchyard/plan/data"
+	"github.com/switchyard-nix/switchyard/plan/tree"
+)
+
+// NixOS is the `system` that builds nodes with nixpkgs' NixOS.
+const NixOS = "nixos"
+
+// Definition is a loaded deployment definition: the baked configuration.
+type Definition struct {
+	Tree   *tree.Tree
+	Source string // "deployment.nix" or "deployment.json"
+
+	Domain string
+	Email  string
+	// System is "nixos", or Builder names the tree's builder { configuration, plan }: toplevel.
+	Builder data.RepoPath
+	Nixpkgs string // a path to nixpkgs (used when Builder is empty); may be empty
+
+	Applications map[string]Application
+	Groups       map[string]Group
+	// MethodSettings is deployment-method.<method>: the baked settings of each method,
+	// checked against the method's declared settings.
+	MethodSettings map[string]map[string]any
+}
+
+// System is the deployment's `system` as written: "nixos" or the builder's tree path.
+func (d *Definition) System() string {
+	if d.Builder == "" {
+		return NixOS
+	}
+	return string(d.Builder)
+}
+
+// Application is one application of the definition.
+type Application struct {
+	Enable   bool
+	Module   data.RepoPath  // empty: the application has no module of its own
+	Settings map[string]any // data; never nil
+}
+
+// Group is a group of nodes and the applications they run.
+type Group struct {
+	Applications []string // names of defined applications
+	Nodes        map[string]Node
+}
+
+// Node is one node of a group.
+type Node struct {
+	Enable  bool // default true; a disabled node is neither planned nor listed
+	Modules []data.RepoPath
+	SSH     *SSH   // the ssh transport's settings (methods ssh, tf)
+	Incus   *Incus // the incus transport's settings (methods tf-incus, tf-incus-operator)
+}
+
+// SSH is how the ssh transport reaches a node.
+type SSH struct {
+	Host    string
+	Port    int64  // default 22
+	User    string // default "root"
+	HostKey string // a pinned host key, authorized_keys format; empty: known_hosts
+}
+
+// Incus is the instance the incus methods make for a node.
+type Incus struct {
+	Image    string
+	Profiles []string // default ["default"]
+	Limits   Limits
+}
+
+// Limits are an instance's resource limits; zero values are unset.
+type Limits struct {
+	CPU    int64
+	Memory string
+}
+
+// Data is the SSH settings as plan data.
+func (s *SSH) Data() map[string]any {
+	m := map[string]any{"host": s.Host, "port": s.Port, "user": s.User}
+	if s.HostKey != "" {
+		m["hostKey"] = s.HostKey
+	}
+	return m
+}
+
+// Data is the Incus settings as plan data.
+func (i *Incus) Data() map[string]any {
+	profiles := make([]any, len(i.Profiles))
+	for k, p := range i.Profiles {
+		profiles[k] = p
+	}
+	m := map[string]any{"image": i.Image, "profiles": profiles}
+	limits := map[string]any{}
+	if i.Limits.CPU != 0 {
+		limits["cpu"] = i.Limits.CPU
+	}
+	if i.Limits.Memory != "" {
+		limits["memory"] = i.Limits.Memory
+	}
+	if len(limits) > 0 {
+		m["limits"] = limits
+	}
+	return m
+}

@@ -1,0 +1,92 @@
+package method
+
+import (
+	"github.com/switchyard-nix/switchyard/plan/coordinates"
+	"github.com/switchyard-nix/switchyard/plan/field"
+)
+
+// Method is a deployment method.
+type Method struct {
+	Name        string
+	Transport   string // SSH or Incus
+	Settings    []Setting
+	Coordinates []coordinates.Coordinate
+}
+
+// Branch keys of a DEPLOYMENT branch that are not method settings: they move to the top
+// level of the merged deployment (SPEC 6.2).
+var Raised = []string{"applications", "domain", "email"}
+
+// Lookup is the method of that name.
+func Lookup(name string) (Method, bool) {
+	for _, m := range registry {
+		if m.Name == name {
+			return m, true
+		}
+	}
+	return Method{}, false
+}
+
+// All is every method, in the order of SPEC 1.
+func All() []Method { return append([]Method(nil), registry...) }
+
+// Names is every method's name, in the order of SPEC 1.
+func Names() []string {
+	out := make([]string, len(registry))
+	for i, m := range registry {
+		out[i] = m.Name
+	}
+	return out
+}
+
+// Setting is the method's setting of that name.
+func (m Method) Setting(name string) (Setting, bool) {
+	for _, s := range m.Settings {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return Setting{}, false
+}
+
+// Check refuses a value for setting key at path at: an unknown setting, or a value of
+// the wrong type.
+func (m Method) Check(at field.Path, key string, v any) error {
+	s, ok := m.Setting(key)
+	if !ok {
+		return field.Errorf(at, "unknown setting of method %s", m.Name)
+	}
+	return s.Type.Check(at, v)
+}
+
+// Defaults is every setting's default, by name.
+func (m Method) Defaults() map[string]any {
+	out := make(map[string]any, len(m.Settings))
+	for _, s := range m.Settings {
+		out[s.Name] = s.Default
+	}
+	return out
+}
+
+// Public is settings without the credentials: what may be saved, printed or planned.
+func (m Method) Public(settings map[string]any) map[string]any {
+	out := make(map[string]any, len(settings))
+	for k, v := range settings {
+		if s, ok := m.Setting(k); ok && s.Credential {
+			continue
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// Credentials is the names of the method's credential settings.
+func (m Method) Credentials() []string {
+	var out []string
+	for _, s := range m.Settings {
+		if s.Credential {
+			out = append(out, s.Name)
+		}
+	}
+	return out
+}

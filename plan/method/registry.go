@@ -1,0 +1,58 @@
+package method
+
+import (
+	"github.com/switchyard-nix/switchyard/plan/coordinates"
+)
+
+// Transports a method reaches its nodes with; a node's settings for it go into its plan.
+const (
+	SSH   = "ssh"
+	Incus = "incus"
+)
+
+var (
+	common = []Setting{
+		integer("parallel", 8, 1, "nodes deployed at once (the --parallel flag overrides it)"),
+	}
+	overSSH = []Setting{
+		credential("sshKeyFile", "private key file for SSH to the nodes, besides the ssh agent"),
+		str("knownHostsFile", "", "known_hosts file checked for a node that pins no hostKey; empty: ~/.ssh/known_hosts"),
+	}
+	tofu = []Setting{
+		enum("stateBackend", "local", `where OpenTofu keeps its state: "local" (under the state dir) or "pg" (PostgreSQL, with locking)`, "local", "pg"),
+		credential("pgConnStringFile", `file holding the PostgreSQL connection string, for stateBackend "pg"`),
+	}
+	overIncus = []Setting{
+		str("project", "default", "Incus project of the instances"),
+		str("incusRemote", "", "Incus remote of the client configuration (~/.config/incus/config.yml); empty: the local unix socket"),
+		credential("incusClientKeyFile", "client key for an HTTPS Incus remote, when not the client configuration's"),
+	}
+	operator = []Setting{
+		str("dnsServer", "", "DNS server (host:port) accepting RFC 2136 updates for the tenant domain"),
+		credential("dnsTsigKeyFile", "TSIG key file (BIND key format) signing the DNS updates"),
+		str("spireServer", "", "SPIRE server address for workload-identity registration"),
+		str("spireTrustDomain", "", "SPIFFE trust domain; empty: the tenant domain"),
+		credential("spireTokenFile", "file holding the SPIRE registration token"),
+	}
+
+	hostingEnv = coordinates.Coordinate{Name: "HOSTING_ENV", Default: "production",
+		Description: "the hosting environment the plans describe (production, staging, ...)"}
+	dnsDomain = coordinates.Coordinate{Name: "DNS_DOMAIN", Default: "",
+		Description: "parent DNS zone tenant domains are registered under; empty: the tenant domain is its own zone"}
+)
+
+func join(groups ...[]Setting) []Setting {
+	var out []Setting
+	for _, g := range groups {
+		out = append(out, g...)
+	}
+	return out
+}
+
+var registry = []Method{
+	{Name: "ssh", Transport: SSH, Settings: join(common, overSSH), Coordinates: []coordinates.Coordinate{hostingEnv}},
+	{Name: "tf", Transport: SSH, Settings: join(common, overSSH, tofu), Coordinates: []coordinates.Coordinate{hostingEnv}},
+	{Name: "tf-incus", Transport: Incus, Settings: join(common, tofu, overIncus), Coordinates: []coordinates.Coordinate{hostingEnv}},
+	{Name: "tf-incus-operator", Transport: Incus, Settings: join(common, tofu, overIncus, operator),
+		Coordinates: []coordinates.Coordinate{hostingEnv, dnsDomain}},
+}

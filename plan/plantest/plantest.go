@@ -1,0 +1,106 @@
+// Package plantest writes operator trees for tests: trees whose nodes are test-bed nodes
+// (reached over ssh on a loopback port, host key pinned) and whose builder makes the test
+// bed's closures (testbed/closures), so `switchyard ssh apply` can run on them without
+// nixpkgs.
+package plantest
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/switchyard-nix/switchyard/testbed"
+)
+
+// Node is a node of a test tree.
+type Node struct {
+	Name    string
+	Host    string // e.g. 127.0.0.1
+	Port    int    // 0: 22
+	User    string // "": root
+	HostKey string // "ssh-ed25519 AAAA...": pinned; "": known_hosts
+}
+
+// Tree is what WriteTree writes.
+type Tree struct {
+	Group   string // default "web"
+	Nodes   []Node
+	Closure string // the test closure the hello application builds (default "healthy")
+}
+
+// Builder is the builder of test trees ({ configuration, plan }: toplevel): the closure
+// named by the hello application's `closure` setting, tagged with a hash of the plan
+// (listed modules' content included) and the configuration, so that any change of them
+// makes a new toplevel. closures is the path of testbed/closures.
+func Builder(closures string) string {
+	return `# Test tree builder: { configuration, plan }: a test bed closure (see plan/plantest).
+{ configuration, plan }:
+let
+  tag = builtins.substring 0 12
+    (builtins.hashString "sha256" (builtins.toJSON plan + builtins.readFile configuration));
+  closures = import ` + strconv.Quote(closures) + ` { inherit tag; };
+in
+closures.${(plan.applications.hello or { }).closure or "healthy"}
+`
+}
+
+// WriteTree writes a test operator tree into dir (created) and returns dir: a
+// deployment.json with applications hello (enabled; settings closure and greeting) and
+// mail (disabled), one group of the given nodes over ssh, `system = "builder.nix"`, and
+// a module per node (hosts/<node>.nix) and per application (apps/<app>.nix).
+func WriteTree(t testing.TB, dir string, spec Tree) string {
+	t.Helper()
+	if spec.Group == "" {
+		spec.Group = "web"
+	}
+	if spec.Closure == "" {
+		spec.Closure = "healthy"
+	}
+	nodes := map[string]any{}
+	for _, n := range spec.Nodes {
+		ssh := map[string]any{"host": n.Host}
+		if n.Port != 0 {
+			ssh["port"] = n.Port
+		}
+		if n.User != "" {
+			ssh["user"] = n.User
+		}
+		if n.HostKey != "" {
+			ssh["hostKey"] = n.HostKey
+		}
+		nodes[n.Name] = map[string]any{"modules": []string{"hosts/" + n.Name + ".nix"}, "ssh": ssh}
+		write(t, filepath.Join(dir, "hosts", n.Name+".nix"), "{ ... }: { networking.hostName = \""+n.Name+"\"; }\n")
+	}
+	def := map[string]any{
+		"domain": "test.example",
+		"email":  "ops@test.example",
+		"system": "builder.nix",
+		"applications": map[string]any{
+			"hello": map[string]any{"enable": true, "module": "apps/hello.nix",
+				"settings": map[string]any{"closure": spec.Closure, "greeting": "hi"}},
+			"mail": map[string]any{"enable": false, "module": "apps/mail.nix", "settings": map[string]any{}},
+		},
+		"groups": map[string]any{spec.Group: map[string]any{"applications": []string{"hello", "mail"}, "nodes": nodes}},
+	}
+	b, err := json.MarshalIndent(def, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(dir, "deployment.json"), string(b)+"\n")
+	write(t, filepath.Join(dir, "builder.nix"), Builder(filepath.Join(testbed.RepoRoot(), "testbed", "closures")))
+	write(t, filepath.Join(dir, "apps", "hello.nix"), "{ ... }: { }\n")
+	write(t, filepath.Join(dir, "apps", "mail.nix"), "{ ... }: { }\n")
+	return dir
+}
+
+func write(t testing.TB, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}

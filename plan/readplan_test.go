@@ -1,0 +1,81 @@
+package plan
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/switchyard-nix/switchyard/plan/field"
+)
+
+const samplePlan = `{"applications":{"hello":{"greeting":"hi","motd":{"_repoPath":"files/motd.txt"}}},"coordinates":{"HOSTING_ENV":"production"},"domain":"example.org","email":"ops@example.org","group":"web","method":"ssh","modules":[{"_repoPath":"hosts/web1.nix"}],"node":"web1","ssh":{"host":"192.0.2.11","port":22,"user":"root"}}`
+
+func TestReadPlan(t *testing.T) {
+	p, err := ReadPlan([]byte(samplePlan))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := p.JSON()
+	if err != nil || string(b) != samplePlan {
+		t.Errorf("round trip:\n got %s\nwant %s (%v)", b, samplePlan, err)
+	}
+	for _, tc := range []struct{ edit, path, reason string }{
+		{`"node":"web1"`, "node", "missing"},
+		{`"node":"web1","extra":1`, "extra", "unknown field"},
+		{`"node":1`, "node", "wrong type"},
+		{`"modules":["hosts/web1.nix"]`, "modules[0]", "wrong type: a string, want a tree path"},
+		{`"modules":[{"_repoPath":"../x"}]`, "modules[0]", "leaves the tree"},
+		{`"coordinates":{"HOSTING_ENV":1}`, "coordinates.HOSTING_ENV", "wrong type"},
+		{`"ssh":{"host":"192.0.2.11","port":22,"user":"root"}`, "ssh.host", "not a host"},
+		{`"applications":{"hello":[]}`, "applications.hello", "wrong type"},
+	} {
+		in := samplePlan
+		switch {
+		case tc.reason == "missing":
+			in = strings.Replace(in, `,"node":"web1"`, "", 1)
+		case strings.HasPrefix(tc.edit, `"ssh"`):
+			in = strings.Replace(in, `"host":"192.0.2.11"`, `"host":"a b"`, 1)
+		case strings.HasPrefix(tc.edit, `"modules"`):
+			in = strings.Replace(in, `"modules":[{"_repoPath":"hosts/web1.nix"}]`, tc.edit, 1)
+		case strings.HasPrefix(tc.edit, `"coordinates"`):
+			in = strings.Replace(in, `"coordinates":{"HOSTING_ENV":"production"}`, tc.edit, 1)
+		case strings.HasPrefix(tc.edit, `"applications"`):
+			in = strings.Replace(in, `"applications":{"hello":{"greeting":"hi","motd":{"_repoPath":"files/motd.txt"}}}`, tc.edit, 1)
+		default:
+			in = strings.Replace(in, `"node":"web1"`, tc.edit, 1)
+		}
+		_, err := ReadPlan([]byte(in))
+		fe, ok := err.(*field.Error)
+		if !ok || string(fe.Path) != tc.path || !strings.Contains(fe.Reason, tc.reason) || fe.Source != "plan.json" {
+			t.Errorf("%s: error %v, want plan.json: %s: ...%s", in, err, tc.path, tc.reason)
+		}
+	}
+}
+
+// FuzzReadPlan: whatever the bytes, ReadPlan never panics; a plan it accepts encodes to
+// canonical plan.json that reads back to the same plan and the same bytes.
+func FuzzReadPlan(f *testing.F) {
+	f.Add([]byte(samplePlan))
+	f.Add([]byte(`{"applications":{},"coordinates":{},"domain":"","email":"","group":"g","method":"tf-incus","modules":[],"node":"n","incus":{"image":"i","profiles":[],"limits":{"cpu":2}}}`))
+	f.Add([]byte(`{}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		p, err := ReadPlan(b)
+		if err != nil {
+			if !field.IsRefusal(err) {
+				t.Fatalf("error %v is not a refusal", err)
+			}
+			return
+		}
+		out, err := p.JSON()
+		if err != nil {
+			t.Fatalf("read plan does not encode: %v", err)
+		}
+		back, err := ReadPlan(out)
+		if err != nil {
+			t.Fatalf("canonical plan %s does not read back: %v", out, err)
+		}
+		again, _ := back.JSON()
+		if string(again) != string(out) {
+			t.Fatalf("unstable:\n%s\n%s", out, again)
+		}
+	})
+}
