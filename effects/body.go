@@ -16,6 +16,9 @@ type Deploy struct {
 	Source    Source    // where the toplevel comes from (not used by the verdict-only pass)
 	Config    Config
 	Reporter  Reporter
+	// SkipUnchanged: a node already running the toplevel is not switched (switch
+	// result "unchanged"); the verdict phases still judge it. apply sets it.
+	SkipUnchanged bool
 
 	// Seams for the body's unit tests; zero values mean the real thing.
 	resolve func(context.Context, Source) (string, error) // build phase
@@ -66,9 +69,9 @@ var phases = []phase{
 	{"push", deployOnly, false, nil, (*run).push},
 	{"chain", verdictOnly, false, nil, (*run).chainGate},
 	{"snapshot", bothPasses, false, nil, (*run).snapshot},
-	{"switch", deployOnly, false, nil, (*run).doSwitch},
-	{"switch-result", deployOnly, false, nil, (*run).switchResult},
-	{"confirm", deployOnly, false, nil, (*run).confirm},
+	{"switch", deployOnly, false, unchanged, (*run).doSwitch},
+	{"switch-result", deployOnly, false, unchanged, (*run).switchResult},
+	{"confirm", deployOnly, false, unchanged, (*run).confirm},
 	{"owned", bothPasses, false, nil, (*run).listOwned},
 	{"sweep", bothPasses, false, func(r *run) bool { return r.chainDown }, (*run).sweep},
 	{"settle", bothPasses, false, nil, (*run).settle},
@@ -80,6 +83,8 @@ var phases = []phase{
 	{"finalize", deployOnly, true, func(r *run) bool { return !r.confirmed }, (*run).finalize},
 	{"conclude", bothPasses, true, nil, (*run).conclude},
 }
+
+func unchanged(r *run) bool { return r.unchanged }
 
 // PhaseNames lists the phases in order.
 func PhaseNames() []string {

@@ -334,3 +334,30 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
+
+// SPEC 4.5 "unchanged": a node already running the toplevel is judged, not switched.
+func TestUnchangedNodeIsJudgedNotSwitched(t *testing.T) {
+	f := loadFake(t, "healthy") // its samples show the toplevel running
+	ev := &events{}
+	d := &Deploy{Node: "web1", Transport: f, Config: testConfig(false), Reporter: ev, SkipUnchanged: true,
+		Source:  Source{Toplevel: f.toplevel},
+		resolve: func(context.Context, Source) (string, error) { return f.toplevel, nil }, poll: time.Millisecond}
+	res := d.Run(context.Background())
+	if res.ExitCode != 0 || res.Verdict.Switch.Result != "unchanged" {
+		t.Fatalf("exit %d verdict %+v", res.ExitCode, res.Verdict)
+	}
+	for _, p := range []string{"switch", "switch-result", "confirm", "finalize"} {
+		if !contains(ev.list, p+":skipped") {
+			t.Errorf("%s not skipped: %v", p, ev.list)
+		}
+	}
+	if f.did("run systemd-run") != 0 || f.did("finalize") != 0 {
+		t.Errorf("an unchanged node was switched: %v", f.log)
+	}
+	if f.did("copy") != 1 {
+		t.Errorf("the copy (one query of the node) must still run once: %v", f.log)
+	}
+	if !contains(ev.started(), "cycle-watch") {
+		t.Errorf("the verdict phases must still run: %v", ev.started())
+	}
+}

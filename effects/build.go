@@ -15,6 +15,9 @@ type Source struct {
 	Drv      string // a derivation to realise
 	Expr     string // a Nix file to evaluate (Attr selects an attribute)
 	Attr     string
+	// Evaluate gives the derivation (a method evaluates through its eval cache);
+	// how says what it did, e.g. "evaluated" or "eval cache hit", for the log.
+	Evaluate func(ctx context.Context) (drv, how string, err error)
 }
 
 // Validate checks exactly one source is given.
@@ -24,6 +27,9 @@ func (s Source) Validate() error {
 		if v != "" {
 			n++
 		}
+	}
+	if s.Evaluate != nil {
+		n++
 	}
 	if n != 1 {
 		return fmt.Errorf("give exactly one of --toplevel, --drv, --expr")
@@ -82,6 +88,23 @@ func realise(ctx context.Context, drv string) (string, error) {
 		return "", fmt.Errorf("build of %s printed no output path", drv)
 	}
 	return outs[0], nil
+}
+
+// builtOutput is the derivation's output when it is already in the local store:
+// then nothing needs building.
+func builtOutput(ctx context.Context, drv string) (string, bool) {
+	out, err := runLocal(ctx, []string{"nix-store", "--query", "--outputs", "--", drv})
+	if err != nil {
+		return "", false
+	}
+	outs := strings.Fields(out)
+	if len(outs) != 1 {
+		return "", false
+	}
+	if _, err := runLocal(ctx, []string{"nix-store", "--check-validity", "--", outs[0]}); err != nil {
+		return "", false
+	}
+	return outs[0], true
 }
 
 // runLocal runs a local command; an error carries the last line of its stderr.

@@ -27,6 +27,7 @@ type run struct {
 	running    string // the running generation after a switch that never activated
 	bootEntry  string // the boot entry before the switch
 	confirmed  bool   // /run/current-system resolved to the new toplevel
+	unchanged  bool   // the node already ran the toplevel: no switch
 	switched   bool   // the switch ran (its result was read)
 	switchUnit string // the transient unit running the switch
 	chainDown  bool   // the chain gate did not pass: no sweep
@@ -135,7 +136,22 @@ func sleep(ctx context.Context, d time.Duration) error {
 
 // 1. build
 func (r *run) build(ctx context.Context) error {
-	top, err := r.d.resolve(ctx, r.d.Source)
+	src := r.d.Source
+	if src.Evaluate != nil {
+		drv, how, err := src.Evaluate(ctx)
+		if err != nil {
+			return stopWith(exitInfra, "evaluation failed: %w", err)
+		}
+		r.log("info", "%s: build: %s %s", r.d.Node, how, drv)
+		src = Source{Drv: drv}
+	}
+	if src.Drv != "" {
+		if out, ok := builtOutput(ctx, src.Drv); ok {
+			r.log("info", "%s: build: already built %s", r.d.Node, out)
+			src = Source{Toplevel: out}
+		}
+	}
+	top, err := r.d.resolve(ctx, src)
 	if err != nil {
 		return stopWith(exitInfra, "%w", err)
 	}
@@ -157,6 +173,11 @@ func (r *run) wait(ctx context.Context) error {
 		cancel()
 		if errors.Is(err, ErrRefused) {
 			return stopWith(exitRefused, "%w", err)
+		}
+		if errors.Is(err, ErrNoSudo) {
+			// The node answered; waiting will not give the user root.
+			r.v.Reachable = true
+			return stopWith(exitInfra, "%w", err)
 		}
 		last, lastErr = strings.TrimSpace(out), err
 		if err == nil {
@@ -216,6 +237,11 @@ func (r *run) snapshot(ctx context.Context) error {
 	}
 	r.previous, r.bootEntry = s.CurrentSystem, s.BootEntry
 	r.v.Previous = s.CurrentSystem
+	if r.d.SkipUnchanged && !r.verdictOnly() && s.CurrentSystem != "" && s.CurrentSystem == r.toplevel {
+		r.unchanged = true
+		r.v.Switch.Result = "unchanged"
+		r.log("info", "%s: snapshot: already running %s: not switching", r.d.Node, r.toplevel)
+	}
 	if r.verdictOnly() {
 		if s.CurrentSystem == "" {
 			return stopWith(exitInfra, "no running generation: /run/current-system is missing")

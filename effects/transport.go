@@ -49,4 +49,7 @@ var (
 	// ErrRefused marks a transport error where the node must not be touched, e.g. its
 	// host key does not match the pinned one.
 	ErrRefused = errors.New("refused")
+	// ErrNoSudo marks a transport error where the node answered but the login user
+	// cannot run commands as root (no passwordless sudo): waiting does not help.
+	ErrNoSudo = errors.New("no passwordless sudo")
 )

@@ -36,6 +36,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return ExitOK
 	case "deploy":
 		return runDeploy(args[1:], stdout, stderr, os.Getenv)
+	case "ssh", "tf", "tf-incus", "tf-incus-operator":
+		return runMethod(args[0], args[1:], env{getenv: os.Getenv, stdin: os.Stdin, stdout: stdout, stderr: stderr})
 	case "-h", "--help", "help":
 		fmt.Fprintln(stdout, usage)
 		return ExitOK

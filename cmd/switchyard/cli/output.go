@@ -17,6 +17,8 @@ import (
 type Output interface {
 	effects.Reporter
 	Summary(nodes, ok, failed, exitCode int)
+	// Plan reports what the plan verb found for a node.
+	Plan(node, nixosConf string, changed bool)
 }
 
 // jsonOutput writes JSON Lines on stdout, one object per event and nothing else.
@@ -48,6 +50,13 @@ type logEvent struct {
 	Msg   string `json:"msg"`
 }
 
+type planEvent struct {
+	Kind      string `json:"kind"`
+	Node      string `json:"node"`
+	NixosConf string `json:"nixos_conf"`
+	Changed   bool   `json:"changed"`
+}
+
 type summaryEvent struct {
 	Kind     string `json:"kind"`
 	Nodes    int    `json:"nodes"`
@@ -61,6 +70,9 @@ func (o *jsonOutput) Phase(node, phase string, state effects.PhaseState, elapsed
 }
 func (o *jsonOutput) Log(node, level, msg string) { o.emit(logEvent{"log", node, level, msg}) }
 func (o *jsonOutput) Verdict(v verdict.Verdict)   { o.emit(v) }
+func (o *jsonOutput) Plan(node, conf string, changed bool) {
+	o.emit(planEvent{"plan", node, conf, changed})
+}
 func (o *jsonOutput) Summary(nodes, ok, failed, exitCode int) {
 	o.emit(summaryEvent{"summary", nodes, ok, failed, exitCode})
 }
@@ -167,4 +179,14 @@ func (o *textOutput) Summary(nodes, ok, failed, exitCode int) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.above(o.stdout, fmt.Sprintf("%d nodes: %d ok, %d failed (exit %d)\n", nodes, ok, failed, exitCode))
+}
+
+func (o *textOutput) Plan(node, conf string, changed bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	what := "unchanged"
+	if changed {
+		what = "would be deployed"
+	}
+	o.above(o.stdout, fmt.Sprintf("%s: nixos_conf %s: %s\n", node, conf, what))
 }

@@ -1,0 +1,213 @@
+package main_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/switchyard-nix/switchyard/plan/plantest"
+	"github.com/switchyard-nix/switchyard/testbed"
+)
+
+// treeFor writes an operator tree whose nodes are the given test-bed nodes (host
+// keys pinned) and returns it with the DEPLOYMENT that hands in the client key.
+func treeFor(t *testing.T, closure string, nodes map[string]*testbed.Node) (string, string) {
+	t.Helper()
+	var spec plantest.Tree
+	spec.Closure = closure
+	var key string
+	for name, n := range nodes {
+		spec.Nodes = append(spec.Nodes, plantest.Node{Name: name, Host: "127.0.0.1", Port: n.SSHPort, HostKey: n.HostKey})
+		key = n.KeyFile
+	}
+	dir := plantest.WriteTree(t, t.TempDir(), spec)
+	return dir, fmt.Sprintf(`{"deployment-method":{"ssh":{"sshKeyFile":%q}}}`, key)
+}
+
+// logs lists the msg of every log event.
+func logMsgs(r run) []string {
+	var out []string
+	for _, e := range r.events {
+		if e["kind"] == "log" {
+			out = append(out, fmt.Sprint(e["msg"]))
+		}
+	}
+	return out
+}
+
+func countLogs(r run, node, substr string) int {
+	n := 0
+	for _, m := range logMsgs(r) {
+		if strings.HasPrefix(m, node+": ") && strings.Contains(m, substr) {
+			n++
+		}
+	}
+	return n
+}
+
+func verdicts(t *testing.T, r run) map[string]map[string]any {
+	t.Helper()
+	out := map[string]map[string]any{}
+	for _, e := range r.events {
+		if e["kind"] == "verdict" {
+			out[e["node"].(string)] = e
+		}
+	}
+	return out
+}
+
+// SPEC 9.12 and the ssh method: apply deploys every node; a second apply with nothing
+// changed evaluates nothing (eval cache), builds nothing, copies nothing beyond the one
+// query and switches nothing, and still judges each node.
+func TestSSHApplyThenNothingChanged(t *testing.T) {
+	bed := testbed.Require(t)
+	t.Parallel()
+	nodes := map[string]*testbed.Node{"web1": bed.Node(t), "web2": bed.Node(t)}
+	tree, deployment := treeFor(t, "healthy", nodes)
+	env := []string{"DEPLOYMENT=" + deployment, "DEPLOY_EVAL_CACHE_DIR=" + t.TempDir()}
+
+	r := switchyard(t, env, "ssh", "apply", "--tree", tree, "--output", "json")
+	wantCode(t, r, 0)
+	vs := verdicts(t, r)
+	for name, n := range nodes {
+		v := vs[name]
+		if v == nil || v["ok"] != true || v["switch"].(map[string]any)["result"] != "ok" {
+			t.Fatalf("%s: verdict %v", name, v)
+		}
+		if got := n.Readlink(t, "/run/current-system"); got != v["toplevel"] {
+			t.Errorf("%s runs %q, want %v", name, got, v["toplevel"])
+		}
+		if countLogs(r, name, "build: evaluated") != 1 {
+			t.Errorf("%s: first apply must evaluate once: %q", name, logMsgs(r))
+		}
+		receipt, err := os.ReadFile(filepath.Join(tree, ".switchyard", "nodes", name, "receipt.json"))
+		if err != nil || !strings.Contains(string(receipt), `"nixos_conf"`) {
+			t.Errorf("%s: receipt: %v %s", name, err, receipt)
+		}
+	}
+	if strings.Contains(r.stdout+r.stderr, nodes["web1"].KeyFile) {
+		t.Errorf("output names the ssh key file")
+	}
+	plan, _ := os.ReadFile(filepath.Join(tree, ".switchyard", "nodes", "web1", "plan.json"))
+	if strings.Contains(string(plan), "id_ed25519") || !strings.Contains(string(plan), `"_repoPath"`) {
+		t.Errorf("plan.json: %s", plan)
+	}
+
+	r = switchyard(t, env, "ssh", "apply", "--tree", tree, "--output", "json")
+	wantCode(t, r, 0)
+	vs = verdicts(t, r)
+	for name := range nodes {
+		v := vs[name]
+		if v == nil || v["ok"] != true || v["switch"].(map[string]any)["result"] != "unchanged" {
+			t.Errorf("%s: second apply verdict %v", name, v)
+		}
+		if countLogs(r, name, "build: evaluated") != 0 || countLogs(r, name, "build: eval cache hit") != 1 {
+			t.Errorf("%s: second apply evaluated: %q", name, logMsgs(r))
+		}
+		if countLogs(r, name, "build: already built") != 1 {
+			t.Errorf("%s: second apply built: %q", name, logMsgs(r))
+		}
+		for _, e := range r.events {
+			if e["kind"] == "phase" && e["node"] == name && (e["phase"] == "switch" || e["phase"] == "finalize") && e["state"] != "skipped" {
+				t.Errorf("%s: %s ran on an unchanged node", name, e["phase"])
+			}
+		}
+	}
+}
+
+// SPEC 6.2/9.11: plan --out then apply --plan: each node evaluated once across both;
+// an apply with another DEPLOYMENT is refused (exit 2) and changes nothing.
+func TestSSHPlanThenApply(t *testing.T) {
+	bed := testbed.Require(t)
+	t.Parallel()
+	node := bed.Node(t)
+	tree, deployment := treeFor(t, "healthy", map[string]*testbed.Node{"web1": node})
+	cache := "DEPLOY_EVAL_CACHE_DIR=" + t.TempDir()
+	saved := filepath.Join(t.TempDir(), "plan.json")
+
+	r := switchyard(t, []string{"DEPLOYMENT=" + deployment, cache}, "ssh", "plan", "--tree", tree, "--out", saved, "--output", "json")
+	wantCode(t, r, 0)
+	var planned map[string]any
+	for _, e := range r.events {
+		if e["kind"] == "plan" {
+			planned = e
+		}
+	}
+	if planned == nil || planned["node"] != "web1" || planned["changed"] != true || len(fmt.Sprint(planned["nixos_conf"])) != 64 {
+		t.Fatalf("plan event %v", planned)
+	}
+
+	other := strings.Replace(deployment, `"sshKeyFile"`, `"applications":{"hello":{"enable":true,"settings":{"greeting":"hey"}}},"sshKeyFile"`, 1)
+	r = switchyard(t, []string{"DEPLOYMENT=" + other, cache}, "ssh", "apply", "--tree", tree, "--plan", saved, "--output", "json")
+	wantCode(t, r, 2)
+	if !strings.Contains(r.stderr, "DEPLOYMENT differs") {
+		t.Errorf("refusal %q", r.stderr)
+	}
+	if got := node.Readlink(t, "/run/current-system"); got != "" {
+		t.Errorf("the refused apply changed the node: %s", got)
+	}
+
+	r = switchyard(t, []string{"DEPLOYMENT=" + deployment, cache}, "ssh", "apply", "--tree", tree, "--plan", saved, "--output", "json")
+	wantCode(t, r, 0)
+	if n := countLogs(r, "web1", "build: evaluated"); n != 0 {
+		t.Errorf("apply evaluated again after plan (%d): %q", n, logMsgs(r))
+	}
+}
+
+// SPEC 9.8: an unreachable node is reported within DEPLOY_WAIT_TIMEOUT (exit 3) while
+// the other nodes go on.
+func TestSSHApplyOtherNodesGoOn(t *testing.T) {
+	bed := testbed.Require(t)
+	t.Parallel()
+	up := bed.Node(t)
+	down := bed.Node(t)
+	tree, deployment := treeFor(t, "healthy", map[string]*testbed.Node{"web1": up, "web2": down})
+	down.Delete() // gone: its forwarded port no longer answers
+	r := switchyard(t, []string{"DEPLOYMENT=" + deployment, "DEPLOY_WAIT_TIMEOUT=3", "DEPLOY_EVAL_CACHE_DIR=" + t.TempDir()},
+		"ssh", "apply", "--tree", tree, "--output", "json")
+	wantCode(t, r, 3)
+	vs := verdicts(t, r)
+	if vs["web1"]["ok"] != true || vs["web2"]["reachable"] != false || vs["web2"]["exit_code"] != 3.0 {
+		t.Errorf("verdicts %v", vs)
+	}
+	sum := r.events[len(r.events)-1]
+	if sum["nodes"] != 2.0 || sum["ok"] != 1.0 || sum["failed"] != 1.0 || sum["exit_code"] != 3.0 {
+		t.Errorf("summary %v", sum)
+	}
+}
+
+// SPEC 6.4/9.11: credentials staged at different paths give the same nixos_conf; a
+// bad submission is refused naming the JSON path, before anything changes.
+func TestSSHPlanCredentialsAndRefusals(t *testing.T) {
+	testbed.Require(t)
+	t.Parallel()
+	tree := plantest.WriteTree(t, t.TempDir(), plantest.Tree{Nodes: []plantest.Node{{Name: "web1", Host: "127.0.0.1", Port: 1,
+		HostKey: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIB4inzM5jOx8xxmjhITtKFD7q0B50Pu07HOHGjAEY+JB"}}})
+	conf := func(keyPath string) string {
+		r := switchyard(t, []string{fmt.Sprintf(`DEPLOYMENT={"deployment-method":{"ssh":{"sshKeyFile":%q}}}`, keyPath)},
+			"ssh", "names", "--tree", tree)
+		wantCode(t, r, 0)
+		p, err := os.ReadFile(filepath.Join(tree, ".switchyard", "nodes", "web1", "plan.json"))
+		if err == nil && strings.Contains(string(p), keyPath) {
+			t.Errorf("plan.json holds the credential path")
+		}
+		return r.stdout
+	}
+	if a, b := conf("/run/credentials/a/key"), conf("/tmp/staging-b/key"); a != b {
+		t.Errorf("names differ across credential paths: %q vs %q", a, b)
+	}
+	for _, tc := range []struct{ deployment, path string }{
+		{`{"deployment-method":{"ssh":{"applications":{"wiki":{}}}}}`, "deployment-method.ssh.applications.wiki"},
+		{`{"deployment-method":{"tf":{}}}`, "deployment-method.tf"},
+		{`{"deployment-method":{"ssh":{"applications":{"hello":{"settings":{"greeting":7}}}}}}`, "deployment-method.ssh.applications.hello.settings.greeting"},
+		{`{"deployment-method":{"ssh":{"colour":"blue"}}}`, "deployment-method.ssh.colour"},
+		{`[]`, ""},
+	} {
+		r := switchyard(t, []string{"DEPLOYMENT=" + tc.deployment}, "ssh", "apply", "--tree", tree)
+		if r.code != 2 || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 || !strings.Contains(r.stderr, tc.path) {
+			t.Errorf("DEPLOYMENT %s: exit %d stderr %q, want exit 2 naming %q", tc.deployment, r.code, r.stderr, tc.path)
+		}
+	}
+}
