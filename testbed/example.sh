@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's main job: install what is needed, start a throwaway test-bed node,
-# deploy the bundled example configuration to it with `switchyard deploy`, print
-# its verdict, and delete the node. Exits with switchyard's exit code.
+# deploy the bundled example operator tree (examples/tree, node web1) to it with
+# `switchyard ssh apply`, print its verdict, and delete the node. Exits with
+# switchyard's exit code.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 . testbed/go.sh
@@ -25,8 +26,14 @@ field() { sed -n 's/.*"'"$1"'":"\{0,1\}\([^",]*\)"\{0,1\}[,}].*/\1/p' "$work/nod
 node=$(field name)
 echo "example: node $node is up (ssh on 127.0.0.1:$(field ssh_port), host key pinned)" >&2
 
+# Point the example tree's web1 at the throwaway node (a gitignored local.nix).
+printf '{ web1 = { host = "127.0.0.1"; port = %d; user = "root"; hostKey = "%s"; }; }\n' \
+	"$(field ssh_port)" "$(sed -n 's/.*"host_key":"\([^"]*\)".*/\1/p' "$work/node.json")" >examples/tree/local.nix
+trap 'rm -f examples/tree/local.nix; cleanup' EXIT
+
+echo "example: switchyard ssh apply --tree examples/tree --node web1" >&2
 status=0
-"$work/switchyard" deploy --node example --target "$(field target)" \
-	--known-hosts "$(field known_hosts)" --ssh-key "$(field key_file)" \
-	--expr examples/hello/default.nix || status=$?
+DEPLOYMENT="{\"deployment-method\":{\"ssh\":{\"sshKeyFile\":\"$(field key_file)\"}}}" \
+	DEPLOY_EVAL_CACHE_DIR="$work/eval-cache" \
+	"$work/switchyard" ssh apply --tree examples/tree --node web1 --state-dir "$work/state" || status=$?
 exit "$status"

@@ -11,6 +11,14 @@
 #
 # `system` names the tree's builder: this example builds without nixpkgs, from the test
 # bed's closures (builder.nix). A real tree sets `system = "nixos";` and `nixpkgs`.
+#
+# A gitignored `local.nix` next to this file, when present, overrides nodes' ssh
+# settings for this machine (the README's main job writes one for its throwaway node):
+#   { web1 = { host = "127.0.0.1"; port = 40022; hostKey = "ssh-ed25519 AAAA..."; }; }
+let
+  local = if builtins.pathExists ./local.nix then import ./local.nix else { };
+  ssh = name: settings: settings // (local.${name} or { });
+in
 {
   domain = "example.org";
   email = "ops@example.org";
@@ -35,7 +43,7 @@
     applications = [ "hello" "mail" ];
     nodes.web1 = {
       modules = [ "hosts/web1.nix" ];
-      ssh = {
+      ssh = ssh "web1" {
         host = "192.0.2.11";
         port = 22;
         user = "root";
@@ -44,7 +52,7 @@
     };
     nodes.web2 = {
       modules = [ "hosts/web2.nix" ];
-      ssh = {
+      ssh = ssh "web2" {
         host = "192.0.2.12";
         port = 22;
         user = "root";
