@@ -1,12 +1,15 @@
 package ssh
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	gossh "golang.org/x/crypto/ssh"
@@ -20,7 +23,8 @@ import (
 var errClosed = errors.New("ssh transport closed")
 
 // conn returns the live client, dialling when there is none or the last one ended.
-// dialled tells whether this call made the connection.
+// dialled tells whether this call made the connection. A user other than root
+// is checked for passwordless sudo once, on the first connection.
 func (t *Transport) conn(ctx context.Context) (c *gossh.Client, dialled bool, err error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -29,6 +33,9 @@ func (t *Transport) conn(ctx context.Context) (c *gossh.Client, dialled bool, er
 	}
 	if t.refused != nil {
 		return nil, false, t.refused
+	}
+	if t.noSudo != nil {
+		return nil, false, t.noSudo
 	}
 	if t.client != nil {
 		select {
@@ -39,7 +46,7 @@ func (t *Transport) conn(ctx context.Context) (c *gossh.Client, dialled bool, er
 			return t.client, false, nil
 		}
 	}
-	c, err = t.dial(ctx)
+	c, jumps, err := t.dial(ctx)
 	if err != nil {
 		if errors.Is(err, effects.ErrRefused) {
 			t.refused = err
@@ -47,13 +54,70 @@ func (t *Transport) conn(ctx context.Context) (c *gossh.Client, dialled bool, er
 		return nil, true, err
 	}
 	dead := make(chan struct{})
-	go func() {
+	go func(c *gossh.Client, jumps []*gossh.Client) {
 		_ = c.Wait()
+		for i := len(jumps) - 1; i >= 0; i-- {
+			jumps[i].Close()
+		}
 		close(dead)
-	}()
+	}(c, jumps)
 	go keepalive(c, t.cfg.Keepalive, dead)
+	if t.cfg.User != "root" && !t.sudoOK {
+		if err := t.checkSudo(ctx, c); err != nil {
+			c.Close()
+			if errors.Is(err, effects.ErrNoSudo) {
+				t.noSudo = err
+			}
+			return nil, true, err
+		}
+		t.sudoOK = true
+	}
 	t.client, t.dead = c, dead
 	return c, true, nil
+}
+
+// checkSudo runs "sudo -n true" on c: a user other than root needs passwordless
+// sudo for every command. A refusal wraps effects.ErrNoSudo.
+func (t *Transport) checkSudo(ctx context.Context, c *gossh.Client) error {
+	ctx, cancel := context.WithTimeout(ctx, t.cfg.DialTimeout)
+	defer cancel()
+	sess, err := t.newSession(ctx, c)
+	if err != nil {
+		return unreachable(err, "ssh %s: open session", t.addr)
+	}
+	defer sess.Close()
+	var stderr bytes.Buffer
+	sess.Stderr = gate(&stderr)
+	done := make(chan error, 1)
+	go func() { done <- sess.Run("exec sudo -n true") }()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		return unreachable(ctx.Err(), "ssh %s: checking sudo", t.addr)
+	}
+	var exitErr *gossh.ExitError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &exitErr):
+		why := strings.TrimSpace(stderr.String())
+		if i := strings.LastIndexByte(why, '\n'); i >= 0 {
+			why = why[i+1:]
+		}
+		if len(why) > 200 {
+			why = why[:200]
+		}
+		if why == "" {
+			why = fmt.Sprintf("exit status %d", exitErr.ExitStatus())
+		}
+		return &wrapped{
+			msg: fmt.Sprintf("ssh %s: user %s cannot run commands as root: switchyard needs passwordless sudo (sudo -n true: %s)",
+				t.addr, t.cfg.User, why),
+			kind: effects.ErrNoSudo,
+		}
+	default:
+		return unreachable(err, "ssh %s: checking sudo", t.addr)
+	}
 }
 
 // drop forgets c (when it is still the current client) and closes it, so the next
@@ -98,34 +162,132 @@ func keepalive(c *gossh.Client, every time.Duration, dead <-chan struct{}) {
 	}
 }
 
-// dial opens the TCP connection and does the SSH handshake, bounded by ctx and
-// Config.DialTimeout.
-func (t *Transport) dial(ctx context.Context) (*gossh.Client, error) {
-	dctx, cancel := context.WithTimeout(ctx, t.cfg.DialTimeout)
-	defer cancel()
+// jumpHost is one ProxyJump hop in front of the node.
+type jumpHost struct {
+	what       string // "jump host 127.0.0.1:2222 (1 of 2)", for messages
+	user       string
+	addr       string // host:port as dialled (from the hop before) and as known_hosts is asked
+	knownHosts string
+	signers    []gossh.Signer
+}
+
+// dial connects to the node: one TCP connection to the first jump host (or the
+// node), each later hop a direct-tcpip channel through the one before, every
+// hop's host key verified. Each handshake is bounded by Config.DialTimeout and
+// all of it by ctx. jumps are the jump hosts' clients, first hop first, for the
+// caller to close once the node's client has ended.
+func (t *Transport) dial(ctx context.Context) (c *gossh.Client, jumps []*gossh.Client, err error) {
 	t.dials.Add(1)
-	d := net.Dialer{KeepAlive: 15 * time.Second}
-	nc, err := d.DialContext(dctx, "tcp", t.addr)
-	if err != nil {
-		return nil, unreachable(err, "ssh %s unreachable", t.addr)
-	}
-	check, algos, err := t.hostKeyCheck(nc.RemoteAddr())
-	if err != nil {
-		nc.Close()
-		return nil, err
-	}
-	// The callback records its refusal: the handshake wraps the callback's error.
-	var hostKeyErr error
 	var agentConn net.Conn
 	defer func() {
 		if agentConn != nil {
 			agentConn.Close()
 		}
+		if err != nil {
+			for i := len(jumps) - 1; i >= 0; i-- {
+				jumps[i].Close()
+			}
+			jumps = nil
+		}
 	}()
+	for _, j := range t.jumps {
+		nc, err := t.connect(ctx, jumps, j.addr, j.what)
+		if err != nil {
+			return nil, nil, err
+		}
+		check, algos, err := hostKeyCheck(j.what, j.addr, nil, j.knownHosts, nc.RemoteAddr())
+		if err != nil {
+			nc.Close()
+			return nil, nil, err
+		}
+		jc, err := t.handshake(ctx, nc, j.what, j.addr, j.user, j.signers, &agentConn, check, algos)
+		if err != nil {
+			return nil, nil, err
+		}
+		jumps = append(jumps, jc)
+	}
+	nc, err := t.connect(ctx, jumps, t.addr, t.addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(jumps) > 0 {
+		// Closing the node's client closes the chain under it: a channel through
+		// a jump host that stopped answering never sees its close confirmed.
+		nc = &chainConn{Conn: nc, jumps: slices.Clone(jumps)}
+	}
+	check, algos, err := t.hostKeyCheck(nc.RemoteAddr())
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	c, err = t.handshake(ctx, nc, t.addr, t.addr, t.cfg.User, t.signers, &agentConn, check, algos)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, jumps, nil
+}
+
+// chainConn is the node's stream through jump hosts; closing it closes them.
+type chainConn struct {
+	net.Conn
+	jumps []*gossh.Client
+}
+
+func (c *chainConn) Close() error {
+	err := c.Conn.Close()
+	for i := len(c.jumps) - 1; i >= 0; i-- {
+		c.jumps[i].Close()
+	}
+	return err
+}
+
+// connect opens the stream to addr: TCP for the first hop, else a direct-tcpip
+// channel through the last jump host.
+func (t *Transport) connect(ctx context.Context, jumps []*gossh.Client, addr, what string) (net.Conn, error) {
+	dctx, cancel := context.WithTimeout(ctx, t.cfg.DialTimeout)
+	defer cancel()
+	if len(jumps) == 0 {
+		d := net.Dialer{KeepAlive: 15 * time.Second}
+		nc, err := d.DialContext(dctx, "tcp", addr)
+		if err != nil {
+			return nil, t.unreachableVia(err, what, "")
+		}
+		return nc, nil
+	}
+	nc, err := jumps[len(jumps)-1].DialContext(dctx, "tcp", addr)
+	if err != nil {
+		return nil, t.unreachableVia(err, what, t.jumps[len(jumps)-1].what)
+	}
+	return nc, nil
+}
+
+// unreachableVia is the node's unreachable error for a hop that could not be
+// reached (what), through the hop before it (via, "" for none).
+func (t *Transport) unreachableVia(err error, what, via string) error {
+	switch {
+	case what == t.addr && via == "":
+		return unreachable(err, "ssh %s unreachable", t.addr)
+	case what == t.addr:
+		return unreachable(err, "ssh %s unreachable through %s", t.addr, via)
+	case via == "":
+		return unreachable(err, "ssh %s unreachable: %s", t.addr, what)
+	default:
+		return unreachable(err, "ssh %s unreachable: %s through %s", t.addr, what, via)
+	}
+}
+
+// handshake does the SSH handshake of one hop on nc (which it closes on failure),
+// bounded by ctx and Config.DialTimeout. A host key refusal is returned as is.
+func (t *Transport) handshake(ctx context.Context, nc net.Conn, what, addr, user string, signers []gossh.Signer,
+	agentConn *net.Conn, check gossh.HostKeyCallback, algos []string) (*gossh.Client, error) {
+	dctx, cancel := context.WithTimeout(ctx, t.cfg.DialTimeout)
+	defer cancel()
+	// The callback records its refusal: the handshake wraps the callback's error.
+	var hostKeyErr error
 	cfg := &gossh.ClientConfig{
-		User: t.cfg.User,
+		User: user,
 		Auth: []gossh.AuthMethod{gossh.PublicKeysCallback(func() ([]gossh.Signer, error) {
-			return t.authSigners(&agentConn)
+			return authSigners(signers, agentConn)
 		})},
 		HostKeyCallback: func(hostname string, remote net.Addr, key gossh.PublicKey) error {
 			hostKeyErr = check(hostname, remote, key)
@@ -135,11 +297,11 @@ func (t *Transport) dial(ctx context.Context) (*gossh.Client, error) {
 		Timeout:           t.cfg.DialTimeout,
 	}
 	if deadline, ok := dctx.Deadline(); ok {
-		_ = nc.SetDeadline(deadline)
+		_ = nc.SetDeadline(deadline) // a channel through a jump host has no deadlines: ctx closes it
 	}
-	// A cancelled ctx aborts the handshake through the deadline.
-	stop := context.AfterFunc(dctx, func() { _ = nc.SetDeadline(time.Unix(1, 0)) })
-	sc, chans, reqs, err := gossh.NewClientConn(nc, t.addr, cfg)
+	// A cancelled ctx (or the timeout) aborts the handshake by closing the stream.
+	stop := context.AfterFunc(dctx, func() { nc.Close() })
+	sc, chans, reqs, err := gossh.NewClientConn(nc, addr, cfg)
 	stopped := stop()
 	if err == nil && !stopped {
 		sc.Close()
@@ -152,13 +314,16 @@ func (t *Transport) dial(ctx context.Context) (*gossh.Client, error) {
 		}
 		var neg *gossh.AlgorithmNegotiationError
 		if errors.As(err, &neg) && neg.What == "host key" {
-			// The node offers none of the key types recorded for it: a changed key.
-			return nil, refused("host key of %s: the node offers none of the recorded key types %v", t.addr, algos)
+			// The host offers none of the key types recorded for it: a changed key.
+			return nil, refused("host key of %s: the host offers none of the recorded key types %v", what, algos)
 		}
 		if ctx.Err() != nil {
-			return nil, unreachable(ctx.Err(), "ssh %s: connecting", t.addr)
+			return nil, unreachable(ctx.Err(), "ssh %s: connecting to %s", t.addr, what)
 		}
-		return nil, unreachable(err, "ssh %s", t.addr)
+		if what == t.addr {
+			return nil, unreachable(err, "ssh %s", t.addr)
+		}
+		return nil, unreachable(err, "ssh %s: %s", t.addr, what)
 	}
 	_ = nc.SetDeadline(time.Time{})
 	return gossh.NewClient(sc, chans, reqs), nil
@@ -167,8 +332,8 @@ func (t *Transport) dial(ctx context.Context) (*gossh.Client, error) {
 // authSigners are the key files' signers, then the agent's. One callback, so the
 // client tries every key within one "publickey" method. The agent connection is
 // kept in *agentConn for the caller to close after the handshake.
-func (t *Transport) authSigners(agentConn *net.Conn) ([]gossh.Signer, error) {
-	signers := slices.Clone(t.signers)
+func authSigners(keys []gossh.Signer, agentConn *net.Conn) ([]gossh.Signer, error) {
+	signers := slices.Clone(keys)
 	if sock := os.Getenv("SSH_AUTH_SOCK"); sock != "" {
 		if *agentConn == nil {
 			if ac, err := net.Dial("unix", sock); err == nil {
@@ -187,32 +352,38 @@ func (t *Transport) authSigners(agentConn *net.Conn) ([]gossh.Signer, error) {
 	return signers, nil
 }
 
-// hostKeyCheck returns the host key callback and the host key algorithms to offer:
-// exactly the key types recorded for the node, so a node with several host keys
-// presents the recorded one (x/crypto would take the first common type and then
-// fail with a key mismatch). A node with no recorded key is refused here.
+// hostKeyCheck returns the node's host key callback and the host key algorithms
+// to offer (see the function hostKeyCheck).
 func (t *Transport) hostKeyCheck(remote net.Addr) (gossh.HostKeyCallback, []string, error) {
-	if t.pinned != nil {
-		pinned := t.pinned
+	return hostKeyCheck(t.addr, t.addr, t.pinned, t.cfg.KnownHostsFile, remote)
+}
+
+// hostKeyCheck returns the host key callback of the host at addr (host:port, as
+// known_hosts is asked; what names it in messages) and the host key algorithms
+// to offer: exactly the key types recorded for it, so a host with several host
+// keys presents the recorded one (x/crypto would take the first common type and
+// then fail with a key mismatch). A host with no recorded key is refused here.
+func hostKeyCheck(what, addr string, pinned gossh.PublicKey, knownHostsFile string, remote net.Addr) (gossh.HostKeyCallback, []string, error) {
+	if pinned != nil {
 		check := func(_ string, _ net.Addr, key gossh.PublicKey) error {
 			if string(key.Marshal()) != string(pinned.Marshal()) {
-				return refused("host key of %s (%s) is not the pinned one (%s)", t.addr,
+				return refused("host key of %s (%s) is not the pinned one (%s)", what,
 					gossh.FingerprintSHA256(key), gossh.FingerprintSHA256(pinned))
 			}
 			return nil
 		}
 		return check, algorithmsFor([]string{pinned.Type()}), nil
 	}
-	db, err := knownhosts.New(t.cfg.KnownHostsFile)
+	db, err := knownhosts.New(knownHostsFile)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return nil, nil, refused("host key of %s unknown: the known_hosts file does not exist", t.addr)
+			return nil, nil, refused("host key of %s unknown: the known_hosts file does not exist", what)
 		}
-		return nil, nil, refused("host key of %s cannot be checked: known_hosts: %v", t.addr, err)
+		return nil, nil, refused("host key of %s cannot be checked: known_hosts: %v", what, err)
 	}
-	types := knownKeyTypes(db, t.addr, remote)
+	types := knownKeyTypes(db, addr, remote)
 	if len(types) == 0 {
-		return nil, nil, refused("host %s is not in known_hosts", t.addr)
+		return nil, nil, refused("host %s is not in known_hosts", what)
 	}
 	check := func(hostname string, remote net.Addr, key gossh.PublicKey) error {
 		err := db(hostname, remote, key)
@@ -221,13 +392,13 @@ func (t *Transport) hostKeyCheck(remote net.Addr) (gossh.HostKeyCallback, []stri
 		}
 		var revoked *knownhosts.RevokedError
 		if errors.As(err, &revoked) {
-			return refused("host key of %s (%s) is revoked in known_hosts", t.addr, gossh.FingerprintSHA256(key))
+			return refused("host key of %s (%s) is revoked in known_hosts", what, gossh.FingerprintSHA256(key))
 		}
 		var keyErr *knownhosts.KeyError
 		if errors.As(err, &keyErr) && len(keyErr.Want) == 0 {
-			return refused("host %s is not in known_hosts", t.addr)
+			return refused("host %s is not in known_hosts", what)
 		}
-		return refused("host key of %s (%s) does not match known_hosts", t.addr, gossh.FingerprintSHA256(key))
+		return refused("host key of %s (%s) does not match known_hosts", what, gossh.FingerprintSHA256(key))
 	}
 	return check, algorithmsFor(types), nil
 }

@@ -20,7 +20,7 @@ var cancelGrace = 2 * time.Second
 // Run runs cmd.Argv on the node as one session of the shared connection and returns
 // its exit status (128+n for a command killed by signal n).
 func (t *Transport) Run(ctx context.Context, cmd effects.Command) (int, error) {
-	if err := checkArgv0(cmd.Argv, t.cfg.User != "root" && len(cmd.Path) > 0); err != nil {
+	if err := checkArgv0(cmd.Argv, t.cfg.User != "root"); err != nil {
 		return -1, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -144,16 +144,16 @@ func isOpenRefused(err error) bool {
 	return errors.As(err, &oce)
 }
 
-// checkArgv0 refuses a command name the remote exec (or sudo's env) would read as
-// an option or an assignment.
-func checkArgv0(argv []string, viaEnv bool) error {
+// checkArgv0 refuses a command name the remote exec (or sudo, or its env) would
+// read as an option or an assignment; viaSudo: the command runs under sudo.
+func checkArgv0(argv []string, viaSudo bool) error {
 	switch {
 	case len(argv) == 0 || argv[0] == "":
 		return errors.New("ssh: empty command")
 	case strings.HasPrefix(argv[0], "-"):
 		return fmt.Errorf("ssh: command %q starts with '-'", argv[0])
-	case viaEnv && strings.Contains(argv[0], "="):
-		return fmt.Errorf("ssh: command %q holds '=' (env would take it for a variable)", argv[0])
+	case viaSudo && strings.Contains(argv[0], "="):
+		return fmt.Errorf("ssh: command %q holds '=' (sudo would take it for a variable)", argv[0])
 	}
 	return nil
 }

@@ -7,7 +7,9 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,18 +29,35 @@ const (
 	defaultKnownHostsSubpath = ".ssh/known_hosts"
 )
 
-// Config says how to reach one node over SSH.
+// Config says how to reach one node over SSH. User, Port, KeyFiles and
+// ProxyJump win over the ssh config (SSHConfigFile), which wins over the defaults.
 type Config struct {
-	User string // default "root"; another user runs every command through "sudo -n"
-	Host string // name or address; IPv6 without brackets
-	Port int    // default 22
+	// User defaults to the ssh config's User, then "root"; a user other than root
+	// runs every command through "sudo -n" and must have passwordless sudo
+	// (checked once, on the first connection: effects.ErrNoSudo).
+	User string
+	// Host is the name or address as given (IPv6 without brackets); the ssh
+	// config's Host patterns match it and its HostName replaces it.
+	Host string
+	Port int // default: the ssh config's Port, then 22
 
-	// KnownHostsFile verifies the node's host key; default ~/.ssh/known_hosts.
+	// SSHConfigFile is an ssh_config(5) file applied to Host and to the jump
+	// hosts (HostName, Port, User, IdentityFile, ProxyJump). Empty means
+	// ~/.ssh/config, which may be missing; NoSSHConfig reads none.
+	SSHConfigFile string
+	// ProxyJump is ssh's ProxyJump: "[user@]host[:port]" hops separated by
+	// commas, the connection going through each in turn; "none" for none. Empty
+	// takes the ssh config's. Every hop's host key is verified against known_hosts.
+	ProxyJump string
+
+	// KnownHostsFile verifies the host keys of the node and of its jump hosts,
+	// each at the host:port the connection goes to; default ~/.ssh/known_hosts.
 	KnownHostsFile string
 	// HostKey pins the node's host key ("ssh-ed25519 AAAA..."); when set, the
-	// known_hosts file is not used.
+	// known_hosts file is not used for the node (still for its jump hosts).
 	HostKey string
-	// KeyFiles are private key files (--ssh-key). The agent at $SSH_AUTH_SOCK is
+	// KeyFiles are private key files (--ssh-key); when none are given, the ssh
+	// config's IdentityFile entries that exist. The agent at $SSH_AUTH_SOCK is
 	// used as well when that is set.
 	KeyFiles []string
 
@@ -57,11 +76,14 @@ type Transport struct {
 	addr    string // host:port as dialled and as known_hosts is asked
 	signers []gossh.Signer
 	pinned  gossh.PublicKey // nil: known_hosts
+	jumps   []jumpHost      // the ProxyJump chain, first hop first
 
 	mu      sync.Mutex
 	client  *gossh.Client
-	dead    chan struct{} // closed when client's connection has ended
+	dead    chan struct{} // closed when client's connection (and its jump hosts') has ended
 	refused error         // sticky: a host key refusal is never retried
+	noSudo  error         // sticky: the user has no passwordless sudo
+	sudoOK  bool          // the sudo check passed once
 	closed  bool
 
 	dials atomic.Int64 // TCP connections made, for tests
@@ -69,15 +91,9 @@ type Transport struct {
 
 var _ effects.Transport = (*Transport)(nil)
 
-// New checks cfg, applies the defaults and loads the key files. It does not touch
-// the network: the connection is made by the first Run.
+// New checks cfg, applies the ssh config and the defaults and loads the key
+// files. It does not touch the network: the connection is made by the first Run.
 func New(cfg Config) (*Transport, error) {
-	if cfg.User == "" {
-		cfg.User = DefaultUser
-	}
-	if cfg.Port == 0 {
-		cfg.Port = DefaultPort
-	}
 	if cfg.DialTimeout <= 0 {
 		cfg.DialTimeout = DefaultDialTimeout
 	}
@@ -87,15 +103,42 @@ func New(cfg Config) (*Transport, error) {
 	if cfg.SwitchRuntimeMax <= 0 {
 		cfg.SwitchRuntimeMax = DefaultSwitchRuntimeMax
 	}
-	if err := checkUser(cfg.User); err != nil {
-		return nil, err
+	if cfg.User != "" {
+		if err := checkUser(cfg.User); err != nil {
+			return nil, err
+		}
 	}
 	if err := checkHost(cfg.Host); err != nil {
 		return nil, err
 	}
-	if cfg.Port < 1 || cfg.Port > 65535 {
+	if cfg.Port < 0 || cfg.Port > 65535 {
 		return nil, fmt.Errorf("ssh: port %d out of range", cfg.Port)
 	}
+	sc, err := loadSSHConfig(cfg.SSHConfigFile)
+	if err != nil {
+		return nil, err
+	}
+	node, err := sc.resolve(endpoint{alias: cfg.Host, user: cfg.User, port: cfg.Port}, DefaultUser)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Host, cfg.Port, cfg.User = node.host, node.port, node.user
+	flagKeys := len(cfg.KeyFiles) > 0
+	if !flagKeys {
+		cfg.KeyFiles = existing(node.keyFiles)
+	}
+	jumpFromConfig := cfg.ProxyJump == ""
+	if jumpFromConfig {
+		cfg.ProxyJump = node.jump
+	}
+	chain, err := sc.jumpChain(cfg.ProxyJump)
+	if err != nil {
+		if jumpFromConfig && sc != nil && !strings.HasPrefix(err.Error(), "ssh config ") {
+			err = fmt.Errorf("ssh config %s: ProxyJump of %s: %v", sc.file, node.alias, err)
+		}
+		return nil, err
+	}
+
 	t := &Transport{cfg: cfg, addr: net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port))}
 	if cfg.HostKey != "" {
 		key, _, _, _, err := gossh.ParseAuthorizedKey([]byte(cfg.HostKey))
@@ -103,30 +146,69 @@ func New(cfg Config) (*Transport, error) {
 			return nil, fmt.Errorf("ssh: pinned host key of %s not understood: %v", t.addr, err)
 		}
 		t.pinned = key
-	} else if cfg.KnownHostsFile == "" {
+	}
+	knownHosts := cfg.KnownHostsFile
+	if knownHosts == "" && (t.pinned == nil || len(chain) > 0) {
 		home, err := os.UserHomeDir()
 		if err != nil {
 			return nil, fmt.Errorf("ssh: no known_hosts file given and no home directory: %v", err)
 		}
-		t.cfg.KnownHostsFile = filepath.Join(home, defaultKnownHostsSubpath)
+		knownHosts = filepath.Join(home, defaultKnownHostsSubpath)
 	}
+	if t.pinned == nil {
+		t.cfg.KnownHostsFile = knownHosts
+	}
+	if t.signers, err = loadKeys(cfg.KeyFiles, flagKeys); err != nil {
+		return nil, err
+	}
+	for i, j := range chain {
+		jh := jumpHost{user: j.user, addr: net.JoinHostPort(j.host, strconv.Itoa(j.port)), knownHosts: knownHosts}
+		jh.what = fmt.Sprintf("jump host %s (%d of %d)", jh.addr, i+1, len(chain))
+		// The node's keys, then the jump host's own IdentityFile entries.
+		own, err := loadKeys(existing(j.keyFiles), false)
+		if err != nil {
+			return nil, err
+		}
+		jh.signers = append(slices.Clone(t.signers), own...)
+		t.jumps = append(t.jumps, jh)
+	}
+	return t, nil
+}
+
+// loadKeys loads private key files. Keys from flags (strict) must all load;
+// keys from the ssh config that cannot be used are skipped, as ssh(1) skips them.
+// A passphrase-protected key is left to the agent. Errors never name a path.
+func loadKeys(files []string, strict bool) ([]gossh.Signer, error) {
 	agentSock := os.Getenv("SSH_AUTH_SOCK")
-	for i, file := range cfg.KeyFiles {
+	var signers []gossh.Signer
+	for i, file := range files {
 		signer, err := loadKey(file)
 		var missing *gossh.PassphraseMissingError
 		switch {
+		case err == nil:
+			signers = append(signers, signer)
+		case !strict:
 		case errors.As(err, &missing) && agentSock != "":
 			// An encrypted key is used through the agent, which holds it unlocked.
 		case errors.As(err, &missing):
-			return nil, fmt.Errorf("ssh: key file %d of %d is passphrase-protected and no ssh agent is running: add it to an agent", i+1, len(cfg.KeyFiles))
-		case err != nil:
-			// The key's path is a credential path: never name it.
-			return nil, fmt.Errorf("ssh: key file %d of %d: %v", i+1, len(cfg.KeyFiles), err)
+			return nil, fmt.Errorf("ssh: key file %d of %d is passphrase-protected and no ssh agent is running: add it to an agent", i+1, len(files))
 		default:
-			t.signers = append(t.signers, signer)
+			// The key's path is a credential path: never name it.
+			return nil, fmt.Errorf("ssh: key file %d of %d: %v", i+1, len(files), err)
 		}
 	}
-	return t, nil
+	return signers, nil
+}
+
+// existing keeps the files that exist (ssh(1) ignores a missing IdentityFile).
+func existing(files []string) []string {
+	var out []string
+	for _, f := range files {
+		if _, err := os.Stat(f); err == nil {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // loadKey reads and parses a private key file. Its errors never hold the path.
@@ -161,7 +243,7 @@ func (t *Transport) SwitchRuntimeMaxArgs() []string {
 	return []string{"--property=RuntimeMaxSec=" + strconv.FormatInt(secs, 10)}
 }
 
-// Close releases the connection. Later Runs fail.
+// Close releases the connection (and the jump hosts' connections). Later Runs fail.
 func (t *Transport) Close() error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -171,6 +253,11 @@ func (t *Transport) Close() error {
 	}
 	err := t.client.Close()
 	t.client = nil
+	// The jump hosts' connections close once the node's has ended.
+	select {
+	case <-t.dead:
+	case <-time.After(5 * time.Second):
+	}
 	if err != nil && !errors.Is(err, net.ErrClosed) {
 		return err
 	}
