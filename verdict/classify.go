@@ -147,6 +147,10 @@ func conditionSkipped(u Unit) bool {
 	return u.ConditionResult == "no" && u.ConditionAt != 0 && u.ActiveState == "inactive"
 }
 
+// stableFor is how long (seconds) a unit must stay up for its active period to count
+// as stable: the end of the last stable period restarts a loop's clock.
+const stableFor = 60
+
 // loop judges one unit for a restart loop: seen restarting (auto-restart, or
 // NRestarts risen since the previous sample) in at least LoopingShare of the samples.
 func (in Input) loop(name string) (Loop, bool) {
@@ -164,7 +168,10 @@ func (in Input) loop(name string) (Loop, bool) {
 		if u.SubState == "auto-restart" || hadPrev && u.NRestarts > prev.NRestarts {
 			seen++
 		}
-		if hadPrev && u.ActiveState == "active" && u.InvocationID != "" && u.InvocationID == prev.InvocationID {
+		// A stable active period: up for at least stableFor by systemd's own clock.
+		// Seeing one invocation in two samples is not enough: a unit that crashes
+		// after a second is seen "active" by samples taken in that second.
+		if u.ActiveState == "active" && u.ActiveEnter != 0 && s.NodeNow-u.ActiveEnter >= stableFor {
 			stableEnd = s.NodeNow
 		}
 	}

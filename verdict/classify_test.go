@@ -45,6 +45,12 @@ func running(name string, n int, inv string, env ...string) verdict.Unit {
 	return u
 }
 
+// upSince sets when the unit last became active, in seconds after t0 (node clock).
+func upSince(u verdict.Unit, at int64) verdict.Unit {
+	u.ActiveEnter = t0.Unix() + at
+	return u
+}
+
 func loaded(name, load string) verdict.Unit {
 	return verdict.Unit{Name: name, LoadState: load, ActiveState: "inactive", SubState: "dead", ConditionResult: "no"}
 }
@@ -161,14 +167,27 @@ func TestClassify(t *testing.T) {
 		{
 			name: "looping time counts from the end of the last stable active period",
 			samples: []verdict.Sample{
-				sample(10, running("worker.service", 0, "a", "DEPLOY_LOOP_BUDGET=30")),
-				sample(20, running("worker.service", 0, "a", "DEPLOY_LOOP_BUDGET=30")), // stable until here
+				sample(10, upSince(running("worker.service", 0, "a", "DEPLOY_LOOP_BUDGET=30"), -50)),
+				sample(20, upSince(running("worker.service", 0, "a", "DEPLOY_LOOP_BUDGET=30"), -50)), // up 70 s: stable until here
 				sample(30, restarting("worker.service", 2, "DEPLOY_LOOP_BUDGET=30")),
-				sample(45, running("worker.service", 5, "b", "DEPLOY_LOOP_BUDGET=30")),
+				sample(45, upSince(running("worker.service", 5, "b", "DEPLOY_LOOP_BUDGET=30"), 44)),
 			},
 			// 45-20 = 25 s looping: within 30 s although 45 s since the activation
 			want: with(func(c *verdict.Classes) {
 				c.RestartLoops = []verdict.Loop{{Unit: "worker.service", Restarts: 5, BudgetS: 30}}
+			}),
+		},
+		{
+			name: "a unit seen up twice within a short run is not stable",
+			samples: []verdict.Sample{
+				sample(30, upSince(running("worker.service", 4, "a", "DEPLOY_LOOP_BUDGET=30"), 29)),
+				sample(31, upSince(running("worker.service", 4, "a", "DEPLOY_LOOP_BUDGET=30"), 29)), // one invocation, up 2 s
+				sample(33, restarting("worker.service", 5, "DEPLOY_LOOP_BUDGET=30")),
+				sample(35, restarting("worker.service", 6, "DEPLOY_LOOP_BUDGET=30")),
+			},
+			// looping since the activation (0): 35 s, over the 30 s budget
+			want: with(func(c *verdict.Classes) {
+				c.RestartLoops = []verdict.Loop{{Unit: "worker.service", Restarts: 6, BudgetS: 30, OverBudget: true}}
 			}),
 		},
 		{
