@@ -312,5 +312,5 @@ func lastLine(s string) string {
 }
 
 func ratio(a, b time.Duration) float64 { return float64(a) / float64(b) }
-func dur(d time.Duration) string        { return d.Round(time.Millisecond).String() }
-func mib(n int64) string                { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
+func dur(d time.Duration) string       { return d.Round(time.Millisecond).String() }
+func mib(n int64) string               { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }

@@ -225,6 +225,10 @@ func (r *run) push(ctx context.Context) error {
 		}
 		return stopWith(exitInfra, "copy failed: %w", err)
 	}
+	if c, ok := r.d.Transport.(CopyCounter); ok {
+		paths, missing, sent, bytes := c.CopyCounts()
+		r.log("info", "%s: push: %d paths in the closure, %d missing, %d sent (%d bytes)", r.d.Node, paths, missing, sent, bytes)
+	}
 	return nil
 }
 

@@ -53,3 +53,10 @@ var (
 	// cannot run commands as root (no passwordless sudo): waiting does not help.
 	ErrNoSudo = errors.New("no passwordless sudo")
 )
+
+// CopyCounter is what a transport may also tell about its last CopyClosure: the
+// closure's paths, how many the node lacked, how many were sent, and the bytes
+// written. The body logs it, so an operator sees that a re-deploy sent nothing.
+type CopyCounter interface {
+	CopyCounts() (paths, missing, sent int, bytes int64)
+}

@@ -109,6 +109,9 @@ func TestSSHApplyThenNothingChanged(t *testing.T) {
 		if countLogs(r, name, "build: already built") != 1 {
 			t.Errorf("%s: second apply built: %q", name, logMsgs(r))
 		}
+		if countLogs(r, name, "push: ") != 1 || countLogs(r, name, " 0 missing, 0 sent") != 1 {
+			t.Errorf("%s: second apply copied more than the one query: %q", name, logMsgs(r))
+		}
 		for _, e := range r.events {
 			if e["kind"] == "phase" && e["node"] == name && (e["phase"] == "switch" || e["phase"] == "finalize") && e["state"] != "skipped" {
 				t.Errorf("%s: %s ran on an unchanged node", name, e["phase"])

@@ -8,7 +8,6 @@ import (
 	"net"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -460,19 +459,4 @@ func algorithmsFor(types []string) []string {
 		}
 	}
 	return algos
-}
-
-// knownHostsLine is the known_hosts line pinning key for host:port.
-func knownHostsLine(host string, port int, key gossh.PublicKey) string {
-	return knownhosts.Line([]string{knownhosts.Normalize(net.JoinHostPort(host, strconv.Itoa(port)))}, key)
-}
-
-// hostKeyAlgorithms are the algorithms of hostKeyCheck, for ssh(1): from the pinned
-// key, or from what known_hosts records for the node.
-func (t *Transport) hostKeyAlgorithms() ([]string, error) {
-	if t.pinned != nil {
-		return algorithmsFor([]string{t.pinned.Type()}), nil
-	}
-	_, algos, err := t.hostKeyCheck(nil)
-	return algos, err
 }

@@ -5,152 +5,132 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
+	"io"
 	"strings"
-	"time"
-	"unicode"
+	"sync"
+
+	"github.com/switchyard-nix/switchyard/effects"
+	"github.com/switchyard-nix/switchyard/transports/nixserve"
 )
 
-// copyInvocation is everything nix-copy-closure needs to reach the node with its
-// host key checked exactly as the transport checks it.
-type copyInvocation struct {
-	User, Host        string
-	Port              int
-	KnownHostsFile    string   // the only known_hosts file ssh(1) reads
-	HostKeyAlgorithms []string // the key types recorded for the node
-	KeyFiles          []string
-	ConnectTimeout    time.Duration
-	Paths             []string
-}
+// serveArgv is the node's side of a copy: Nix's serve protocol on its standard
+// input and output, with the right to add paths.
+var serveArgv = []string{"nix-store", "--serve", "--write"}
 
-// command builds the argv of nix-copy-closure and the environment it adds
-// (NIX_SSHOPTS). Nix splits NIX_SSHOPTS at whitespace without quoting, so a value
-// holding whitespace is refused; the error never names a key file.
-func (c copyInvocation) command() (argv, env []string, err error) {
-	if len(c.Paths) == 0 {
-		return nil, nil, errors.New("no store paths to copy")
-	}
-	for _, p := range c.Paths {
-		if !strings.HasPrefix(p, "/") || hasSpace(p) {
-			return nil, nil, fmt.Errorf("%q is not a store path", p)
-		}
-	}
-	if c.KnownHostsFile == "" || len(c.HostKeyAlgorithms) == 0 {
-		return nil, nil, errors.New("no known host key to check the copy against")
-	}
-	if hasSpace(c.KnownHostsFile) {
-		return nil, nil, errors.New("the known_hosts file's path holds whitespace, which NIX_SSHOPTS cannot carry")
-	}
-	opts := []string{
-		"-p", strconv.Itoa(c.Port),
-		"-o", "BatchMode=yes",
-		"-o", "StrictHostKeyChecking=yes",
-		"-o", "UserKnownHostsFile=" + c.KnownHostsFile,
-		"-o", "GlobalKnownHostsFile=/dev/null",
-		"-o", "HostKeyAlgorithms=" + strings.Join(c.HostKeyAlgorithms, ","),
-	}
-	if c.ConnectTimeout > 0 {
-		secs := int64((c.ConnectTimeout + time.Second - 1) / time.Second)
-		opts = append(opts, "-o", "ConnectTimeout="+strconv.FormatInt(secs, 10))
-	}
-	for i, key := range c.KeyFiles {
-		if hasSpace(key) {
-			return nil, nil, fmt.Errorf("the path of key file %d of %d holds whitespace, which NIX_SSHOPTS cannot carry", i+1, len(c.KeyFiles))
-		}
-		opts = append(opts, "-i", key)
-	}
-	argv = append([]string{"nix-copy-closure", "--to", c.User + "@" + c.Host}, c.Paths...)
-	env = []string{"NIX_SSHOPTS=" + strings.Join(opts, " ")}
-	return argv, env, nil
-}
+// copyHooks holds, for tests, a function per Transport that wraps what its
+// copies write to the node.
+var copyHooks sync.Map // *Transport -> func(io.Writer) io.Writer
 
-func hasSpace(s string) bool {
-	return strings.IndexFunc(s, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0
-}
+// errServeEnded is what a copy's writes get once the remote command has ended.
+var errServeEnded = errors.New("nix-store --serve on the node has ended")
 
-// CopyClosure makes paths and their closures valid on the node with the reference
-// tool, nix-copy-closure (which sends only what the node is missing), over ssh(1)
-// checking the same host key. The transport's own connection is made first, so a
-// host key mismatch refuses the node (effects.ErrRefused) before anything is sent.
+// CopyClosure makes paths and their closures valid on the node: `nix-store --serve
+// --write` runs on the node as one session of the transport's connection, is asked
+// once which paths of the closure it holds, and gets the missing ones streamed in
+// dependency order (nixserve.Copy, with this machine's Nix as the local store).
+// The node adds each path as it arrives, so after a cut the next copy sends only
+// what is still missing. A host key mismatch refuses the node (effects.ErrRefused)
+// before anything is sent. LastCopy tells what the copy did.
 func (t *Transport) CopyClosure(ctx context.Context, paths []string) error {
 	if len(paths) == 0 {
+		t.setLastCopy(nixserve.Stats{})
 		return nil
 	}
-	if _, _, err := t.conn(ctx); err != nil {
-		return err
-	}
-	algos, err := t.hostKeyAlgorithms()
-	if err != nil {
-		return err
-	}
-	inv := copyInvocation{
-		User: t.cfg.User, Host: t.cfg.Host, Port: t.cfg.Port,
-		KnownHostsFile:    t.cfg.KnownHostsFile,
-		HostKeyAlgorithms: algos,
-		KeyFiles:          t.cfg.KeyFiles,
-		ConnectTimeout:    t.cfg.DialTimeout,
-		Paths:             paths,
-	}
-	if t.pinned != nil {
-		dir, err := os.MkdirTemp("", "switchyard-known-hosts")
-		if err != nil {
-			return fmt.Errorf("copy failed: %v", err)
-		}
-		defer os.RemoveAll(dir)
-		inv.KnownHostsFile = filepath.Join(dir, "known_hosts")
-		line := knownHostsLine(t.cfg.Host, t.cfg.Port, t.pinned) + "\n"
-		if err := os.WriteFile(inv.KnownHostsFile, []byte(line), 0o600); err != nil {
-			return fmt.Errorf("copy failed: %v", err)
-		}
-	}
-	argv, env, err := inv.command()
-	if err != nil {
-		return fmt.Errorf("copy failed: %v", err)
-	}
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Env = append(os.Environ(), env...)
-	var out tailBuffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.WaitDelay = 5 * time.Second
-	if err := cmd.Run(); err != nil {
-		msg := err.Error()
-		var execErr *exec.Error
-		if errors.As(err, &execErr) {
-			msg = fmt.Sprintf("%s: %v", execErr.Name, execErr.Err)
-		}
-		if ctx.Err() != nil {
-			return fmt.Errorf("copy failed: %w", ctx.Err())
-		}
-		if last := lastLine(scrub(out.String(), t.cfg.KeyFiles, inv.KnownHostsFile)); last != "" {
-			msg += ": " + last
-		}
-		if strings.Contains(msg, "Connection refused") || strings.Contains(msg, "Connection reset") ||
-			strings.Contains(msg, "Connection timed out") {
-			return unreachable(nil, "copy failed: %s", msg)
-		}
-		return fmt.Errorf("copy failed: %s", msg)
-	}
-	return nil
+	st, err := t.copyClosure(ctx, paths, nixserve.LocalStore{})
+	t.setLastCopy(st)
+	return err
 }
 
-// scrub replaces credential paths in tool output.
-func scrub(s string, keyFiles []string, knownHosts string) string {
-	for _, k := range keyFiles {
-		if k == "" {
-			continue
-		}
-		s = strings.ReplaceAll(s, k, "<key file>")
-		if abs, err := filepath.Abs(k); err == nil {
-			s = strings.ReplaceAll(s, abs, "<key file>")
-		}
+func (t *Transport) copyClosure(ctx context.Context, paths []string, local nixserve.Store) (nixserve.Stats, error) {
+	stdinR, stdinW := io.Pipe()
+	stdoutR, stdoutW := io.Pipe()
+	stderr := &lockedTail{}
+	type result struct {
+		code int
+		err  error
 	}
-	if knownHosts != "" {
-		s = strings.ReplaceAll(s, knownHosts, "<known_hosts>")
+	ran := make(chan result, 1)
+	go func() {
+		code, err := t.Run(ctx, effects.Command{Argv: serveArgv, Stdin: stdinR, Stdout: stdoutW, Stderr: stderr})
+		// The command has ended (or never started): its output ends, and what the
+		// copy still writes to it fails.
+		_ = stdoutW.CloseWithError(errServeEnded)
+		_ = stdinR.CloseWithError(errServeEnded)
+		ran <- result{code, err}
+	}()
+
+	var w io.Writer = stdinW
+	if hook, ok := copyHooks.Load(t); ok {
+		w = hook.(func(io.Writer) io.Writer)(w)
 	}
-	return s
+	// The greeting goes out before any local work: a node that cannot be
+	// reached, or is refused, fails the copy before the closure is computed.
+	st, copyErr := nixserve.Copy(ctx, stdoutR, w, paths, local)
+	// End of input: the node's nix-store ends, after the last command or, when
+	// the copy broke off, in the middle of a path, which it then drops.
+	_ = stdinW.Close()
+	// Whatever the node still says goes nowhere, so the session can end.
+	go func() { _, _ = io.Copy(io.Discard, stdoutR) }()
+	res := <-ran
+
+	switch {
+	case res.err != nil:
+		// Not run, or the connection failed: the transport's own error, which
+		// says so (effects.ErrUnreachable, effects.ErrRefused, ctx.Err()).
+		return st, fmt.Errorf("copy: %w", res.err)
+	case res.code != 0:
+		msg := fmt.Sprintf("nix-store --serve on the node exited %d", res.code)
+		if last := stderr.lastLine(); last != "" {
+			msg += ": " + last
+		}
+		if copyErr == nil || errors.Is(copyErr, errServeEnded) {
+			// The node's side ended the copy: its words say why.
+			return st, fmt.Errorf("copy: %s (%d of %d missing paths sent)", msg, st.Sent, st.Missing)
+		}
+		return st, fmt.Errorf("copy: %w (%s)", copyErr, msg)
+	case copyErr != nil:
+		return st, fmt.Errorf("copy: %w", copyErr)
+	}
+	return st, nil
+}
+
+// lockedTail is a tailBuffer safe for the session's writes while a copy reads.
+type lockedTail struct {
+	mu sync.Mutex
+	b  tailBuffer
+}
+
+func (l *lockedTail) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedTail) lastLine() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return lastLine(l.b.String())
+}
+
+// LastCopy tells what the transport's last CopyClosure did: the paths of the
+// closure, how many the node lacked, how many were sent and the bytes written.
+// After a failed copy it holds what was done before the failure.
+func (t *Transport) LastCopy() nixserve.Stats {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.lastCopy
+}
+
+// CopyCounts is LastCopy for the deploy body (effects.CopyCounter).
+func (t *Transport) CopyCounts() (paths, missing, sent int, bytes int64) {
+	st := t.LastCopy()
+	return st.Paths, st.Missing, st.Sent, st.Bytes
+}
+
+func (t *Transport) setLastCopy(st nixserve.Stats) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.lastCopy = st
 }
 
 // lastLine is the last non-empty line of s.

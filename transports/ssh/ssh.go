@@ -17,6 +17,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/switchyard-nix/switchyard/effects"
+	"github.com/switchyard-nix/switchyard/transports/nixserve"
 )
 
 // Defaults of Config.
@@ -86,10 +87,14 @@ type Transport struct {
 	sudoOK  bool          // the sudo check passed once
 	closed  bool
 
-	dials atomic.Int64 // TCP connections made, for tests
+	lastCopy nixserve.Stats // what the last CopyClosure did
+	dials    atomic.Int64   // TCP connections made, for tests // TCP connections made, for tests
 }
 
-var _ effects.Transport = (*Transport)(nil)
+var (
+	_ effects.Transport   = (*Transport)(nil)
+	_ effects.CopyCounter = (*Transport)(nil)
+)
 
 // New checks cfg, applies the ssh config and the defaults and loads the key
 // files. It does not touch the network: the connection is made by the first Run.

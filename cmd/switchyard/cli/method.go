@@ -25,8 +25,8 @@ import (
 // methodFlags are the common flags of `switchyard <method> <verb>` (SPEC 2).
 type methodFlags struct {
 	tree, group, deployment, output, stateDir, planIn, planOut string
-	nodes                                                        multiFlag
-	parallel                                                     int
+	nodes                                                      multiFlag
+	parallel                                                   int
 }
 
 func parseMethodFlags(verb string, args []string) (methodFlags, error) {

@@ -1,0 +1,193 @@
+package nixserve
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"strings"
+	"time"
+)
+
+// LocalStore is the Store of this machine's Nix, through the nix-store command:
+// `nix-store --query --requisites` for the closure (printed in dependency order)
+// and one streaming `nix-store --export` for the missing paths. nix-store checks
+// each path's contents against its recorded hash as it exports it.
+type LocalStore struct {
+	// Command is the nix-store program; "" is "nix-store" from PATH.
+	Command string
+}
+
+var _ Store = LocalStore{}
+
+// maxArgBytes bounds the store paths of one nix-store command line, far below the
+// kernel's limit; more paths take several commands. A variable for tests.
+var maxArgBytes = 128 << 10
+
+// requisitesArgvs are the commands that print the closure of paths, every path
+// after the paths it references.
+func requisitesArgvs(command string, paths []string) ([][]string, error) {
+	return chunkedArgvs(command, []string{"--query", "--requisites"}, paths)
+}
+
+// exportArgvs are the commands that export paths. Each exports its share in
+// dependency order and ends it with 0.
+func exportArgvs(command string, paths []string) ([][]string, error) {
+	return chunkedArgvs(command, []string{"--export"}, paths)
+}
+
+// chunkedArgvs builds `command op... paths...` with the paths split over as many
+// command lines as maxArgBytes needs, in their order. Every path must be a store
+// path (so none can be read as an option).
+func chunkedArgvs(command string, op, paths []string) ([][]string, error) {
+	if command == "" {
+		command = "nix-store"
+	}
+	if len(paths) == 0 {
+		return nil, errors.New("no store paths")
+	}
+	var argvs [][]string
+	var cur []string
+	size := 0
+	for _, p := range paths {
+		if err := checkStorePath(p); err != nil {
+			return nil, err
+		}
+		if cur != nil && size+len(p)+1 > maxArgBytes {
+			argvs = append(argvs, cur)
+			cur = nil
+		}
+		if cur == nil {
+			cur = append([]string{command}, op...)
+			size = 0
+		}
+		cur = append(cur, p)
+		size += len(p) + 1
+	}
+	return append(argvs, cur), nil
+}
+
+// Closure runs `nix-store --query --requisites paths...` and returns the paths it
+// prints, in its order: every path after the paths it references.
+func (s LocalStore) Closure(ctx context.Context, paths []string) ([]string, error) {
+	argvs, err := requisitesArgvs(s.Command, paths)
+	if err != nil {
+		return nil, err
+	}
+	var closure []string
+	seen := map[string]bool{}
+	for _, argv := range argvs {
+		var out bytes.Buffer
+		if err := run(ctx, argv, &out); err != nil {
+			return nil, err
+		}
+		// A later command's paths keep the order: the ones an earlier command
+		// printed already came before them.
+		for _, line := range strings.Split(out.String(), "\n") {
+			if line = strings.TrimSpace(line); line != "" && !seen[line] {
+				seen[line] = true
+				closure = append(closure, line)
+			}
+		}
+	}
+	return closure, nil
+}
+
+// Export streams `nix-store --export paths...` to w. When the paths need several
+// commands, the closing 0 of each but the last is dropped, so w gets one export
+// stream.
+func (s LocalStore) Export(ctx context.Context, paths []string, w io.Writer) error {
+	argvs, err := exportArgvs(s.Command, paths)
+	if err != nil {
+		return err
+	}
+	for _, argv := range argvs {
+		body := &dropEnd{w: w}
+		if err := run(ctx, argv, body); err != nil {
+			return err
+		}
+		if body.n != len(body.end) || !zeros(body.end[:]) {
+			return fmt.Errorf("%s %s: the export does not end with 0", argv[0], argv[1])
+		}
+	}
+	_, err = w.Write(make([]byte, 8))
+	return err
+}
+
+// run runs argv with its standard output to stdout; its error holds the last line
+// of the command's standard error.
+func run(ctx context.Context, argv []string, stdout io.Writer) error {
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	var stderr tail
+	cmd.Stdout, cmd.Stderr = stdout, &stderr
+	cmd.WaitDelay = 5 * time.Second
+	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("%s %s: %w", argv[0], argv[1], ctx.Err())
+		}
+		msg := fmt.Sprintf("%s %s: %v", argv[0], argv[1], err)
+		if last := stderr.lastLine(); last != "" {
+			msg += ": " + last
+		}
+		return errors.New(msg)
+	}
+	return nil
+}
+
+// dropEnd passes everything written to it on to w except the last 8 bytes, which
+// it keeps in end.
+type dropEnd struct {
+	w   io.Writer
+	end [8]byte
+	n   int // bytes held in end
+}
+
+func (d *dropEnd) Write(p []byte) (int, error) {
+	if d.n+len(p) <= len(d.end) {
+		d.n += copy(d.end[d.n:], p)
+		return len(p), nil
+	}
+	// Of the held bytes and p, all but the last 8 go on.
+	emit := d.n + len(p) - len(d.end)
+	held := min(emit, d.n)
+	if held > 0 {
+		if _, err := d.w.Write(d.end[:held]); err != nil {
+			return 0, err
+		}
+	}
+	if emit > held {
+		if _, err := d.w.Write(p[:emit-held]); err != nil {
+			return 0, err
+		}
+	}
+	var end [8]byte
+	k := copy(end[:], d.end[held:d.n])
+	copy(end[k:], p[emit-held:])
+	d.end, d.n = end, len(end)
+	return len(p), nil
+}
+
+// tail keeps the last 4 KiB written to it.
+type tail struct{ b []byte }
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.b = append(t.b, p...)
+	if over := len(t.b) - 4096; over > 0 {
+		t.b = append(t.b[:0], t.b[over:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tail) lastLine() string {
+	sc := bufio.NewScanner(bytes.NewReader(bytes.ToValidUTF8(t.b, nil)))
+	last := ""
+	for sc.Scan() {
+		if l := strings.TrimSpace(sc.Text()); l != "" {
+			last = l
+		}
+	}
+	return last
+}

@@ -1,0 +1,366 @@
+// Package nixserve copies store paths to a node over Nix's `nix-store --serve --write` protocol.
+//
+// The client speaks the legacy serve protocol (src/libstore/serve-protocol.hh of
+// Nix, the server being nix-store.cc's opServe) over any byte stream, so it does
+// not care how the node's `nix-store --serve --write` is reached: an SSH session,
+// an Incus exec stream, a local pipe. A copy is one query of which paths of the
+// closure the node already holds (cmdQueryValidPaths), then one cmdImportPaths
+// that streams the missing paths in dependency order in the export format of
+// `nix-store --export`. The node adds each path to its store as soon as the path
+// has arrived, so a copy cut short leaves every path sent before the cut valid on
+// the node, and the next copy sends only what is still missing.
+package nixserve
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"strings"
+)
+
+// Stats describes one copy.
+type Stats struct {
+	Paths   int   // store paths in the closure of the paths asked for
+	Missing int   // of those, the paths the node did not hold
+	Sent    int   // paths sent to the node in full, each in its entirety
+	Bytes   int64 // bytes written to the node, protocol included
+}
+
+// Store is the local side of a copy: where the closure is computed and the
+// missing paths are read.
+type Store interface {
+	// Closure returns the store paths paths refer to, directly or not, and
+	// paths themselves, each once, preferably every path after the paths it
+	// references.
+	Closure(ctx context.Context, paths []string) ([]string, error)
+	// Export writes paths to w in the format of `nix-store --export`: for each
+	// path, the integer 1 and the path's export record (NAR, export magic, path,
+	// references, deriver, 0); then 0. paths come in dependency order (a path
+	// after the paths it references); the records must keep to it, and must
+	// cover exactly paths. Export streams: it never holds a whole NAR.
+	Export(ctx context.Context, paths []string, w io.Writer) error
+}
+
+// bufSize is the buffer between the local export and the node.
+const bufSize = 64 << 10
+
+// Copy makes paths (and their closures) valid on the node behind r/w: one query of
+// which closure paths the node already has, then the missing ones streamed in
+// dependency order in export format, with bounded memory.
+//
+// r is the node's `nix-store --serve --write` standard output and w its standard
+// input. Copy does not close w: the caller closes it afterwards, which ends the
+// remote command. A cancelled ctx stops the local export; a read from r or a write
+// to w that blocks ends when the caller closes them (as a transport does when its
+// remote command ends). The Stats are filled in as far as the copy got, also when
+// it fails.
+func Copy(ctx context.Context, r io.Reader, w io.Writer, paths []string, local Store) (Stats, error) {
+	st, err := copyPaths(ctx, r, w, paths, local)
+	if err != nil && ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
+		err = fmt.Errorf("%w (%v)", ctx.Err(), err)
+	}
+	return st, err
+}
+
+func copyPaths(ctx context.Context, r io.Reader, w io.Writer, paths []string, local Store) (Stats, error) {
+	var st Stats
+	if len(paths) == 0 {
+		return st, nil
+	}
+	for _, p := range paths {
+		if err := checkStorePath(p); err != nil {
+			return st, err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return st, err
+	}
+	enc := &encoder{w: bufio.NewWriterSize(&countingWriter{w: w, n: &st.Bytes}, bufSize)}
+	in := bufio.NewReader(r)
+
+	// The greeting goes out first; the node's answer is read after the closure
+	// is known, so the remote nix-store starts while the local one works.
+	enc.uint64(serveMagic1)
+	enc.uint64(clientVersion)
+	if err := enc.flush(); err != nil {
+		return st, fmt.Errorf("greeting the node: %w", err)
+	}
+	closure, err := local.Closure(ctx, paths)
+	if err != nil {
+		return st, fmt.Errorf("closure of %s: %w", describe(paths), err)
+	}
+	if err := checkClosure(closure, paths); err != nil {
+		return st, err
+	}
+	st.Paths = len(closure)
+	if err := readGreeting(in); err != nil {
+		return st, err
+	}
+
+	// Which of the closure does the node hold? lock: the node keeps them from
+	// its garbage collector until the copy ends.
+	enc.uint64(cmdQueryValidPaths)
+	enc.uint64(1) // lock
+	enc.uint64(0) // substitute
+	enc.strings(closure)
+	if err := enc.flush(); err != nil {
+		return st, fmt.Errorf("asking the node for valid paths: %w", err)
+	}
+	answer, err := readStrings(in, len(closure), maxToken)
+	if err != nil {
+		return st, fmt.Errorf("reading the node's valid paths: %w", noEOF(err))
+	}
+	inClosure := make(map[string]bool, len(closure))
+	for _, p := range closure {
+		inClosure[p] = true
+	}
+	valid := make(map[string]bool, len(answer))
+	for _, p := range answer {
+		if !inClosure[p] {
+			return st, fmt.Errorf("the node answered with %q, which was not asked about", clip(p))
+		}
+		valid[p] = true
+	}
+	var missing []string
+	for _, p := range closure {
+		if !valid[p] {
+			missing = append(missing, p)
+		}
+	}
+	st.Missing = len(missing)
+	if len(missing) == 0 {
+		return st, nil
+	}
+
+	enc.uint64(cmdImportPaths)
+	if err := sendExports(ctx, enc, missing, valid, len(closure), local, &st); err != nil {
+		return st, err
+	}
+	enc.uint64(0) // end of the import
+	if err := enc.flush(); err != nil {
+		return st, fmt.Errorf("ending the import: %w", err)
+	}
+	ack, err := readUint64(in)
+	if err != nil {
+		return st, fmt.Errorf("the node did not confirm the import: %w", noEOF(err))
+	}
+	if ack != 1 {
+		return st, fmt.Errorf("the node answered the import with %d, not 1", ack)
+	}
+	return st, nil
+}
+
+func readGreeting(in io.Reader) error {
+	magic, err := readUint64(in)
+	if err != nil {
+		return fmt.Errorf("the node did not answer the serve protocol's greeting: %w", noEOF(err))
+	}
+	if magic != serveMagic2 {
+		return fmt.Errorf("the node answered the greeting with %#x: not nix-store --serve", magic)
+	}
+	version, err := readUint64(in)
+	if err != nil {
+		return fmt.Errorf("the node's serve protocol version: %w", noEOF(err))
+	}
+	if version&0xff00 != clientVersion&0xff00 {
+		return fmt.Errorf("the node's nix-store --serve speaks protocol %d.%d, not 2.x", version>>8, version&0xff)
+	}
+	return nil
+}
+
+// sendExports streams the local export of missing into the import, checking each
+// record before the node may add it: a path that was asked for, once, after every
+// path it references. A record is written in full or, when a check fails, only up
+// to its NAR, which the node then drops.
+func sendExports(ctx context.Context, enc *encoder, missing []string, valid map[string]bool, maxRefs int, local Store, st *Stats) error {
+	ectx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	pr, pw := io.Pipe()
+	exported := make(chan error, 1)
+	go func() {
+		err := local.Export(ectx, missing, pw)
+		_ = pw.CloseWithError(err)
+		exported <- err
+	}()
+	err := forwardExports(ctx, bufio.NewReaderSize(pr, bufSize), enc, missing, valid, maxRefs, st)
+	if err != nil {
+		cancel()
+		_ = pr.CloseWithError(errors.New("copy aborted"))
+	}
+	// A failed export shows in err already: its reads returned the export's error.
+	if exportErr := <-exported; err == nil && exportErr != nil {
+		err = fmt.Errorf("local export: %w", exportErr)
+	}
+	return err
+}
+
+func forwardExports(ctx context.Context, src *bufio.Reader, enc *encoder, missing []string, valid map[string]bool, maxRefs int, st *Stats) error {
+	sent := make(map[string]bool, len(missing))
+	asked := make(map[string]bool, len(missing))
+	for _, p := range missing {
+		asked[p] = true
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		marker, err := readUint64(src)
+		if err != nil {
+			return fmt.Errorf("local export: %w", noEOF(err))
+		}
+		if marker == 0 {
+			break
+		}
+		if marker != 1 {
+			return fmt.Errorf("local export: %d where 1 or 0 belongs", marker)
+		}
+		enc.uint64(1)
+		if enc.err != nil {
+			return enc.err
+		}
+		if err := forwardNAR(src, enc.w); err != nil {
+			return exportOrWriteErr(err)
+		}
+		t, err := readTrailer(src, maxRefs)
+		if err != nil {
+			return fmt.Errorf("local export: %w", err)
+		}
+		if !asked[t.Path] || sent[t.Path] {
+			return fmt.Errorf("local export: %s was not asked for or comes twice", clip(t.Path))
+		}
+		for _, ref := range t.References {
+			if ref != t.Path && !valid[ref] && !sent[ref] {
+				return fmt.Errorf("local export: %s comes before its reference %s", t.Path, clip(ref))
+			}
+		}
+		writeTrailer(enc, t)
+		if err := enc.flush(); err != nil {
+			return err
+		}
+		sent[t.Path] = true
+		st.Sent++
+	}
+	switch _, err := src.ReadByte(); {
+	case err == nil:
+		return errors.New("local export: data after its end")
+	case err != io.EOF:
+		return fmt.Errorf("local export: %w", err)
+	}
+	if st.Sent != len(missing) {
+		for _, p := range missing {
+			if !sent[p] {
+				return fmt.Errorf("local export: %d of %d paths left out, %s among them", len(missing)-st.Sent, len(missing), p)
+			}
+		}
+	}
+	return nil
+}
+
+// exportOrWriteErr labels an error of forwarding a NAR: a failed write to the node
+// stays as it is, anything else is the local export's.
+func exportOrWriteErr(err error) error {
+	var we *writeError
+	if errors.As(err, &we) {
+		return err
+	}
+	return fmt.Errorf("local export: %w", err)
+}
+
+// writeError is a failed write to the node.
+type writeError struct{ err error }
+
+func (e *writeError) Error() string { return "writing to the node: " + e.err.Error() }
+func (e *writeError) Unwrap() error { return e.err }
+
+// countingWriter counts the bytes written to w in *n.
+type countingWriter struct {
+	w io.Writer
+	n *int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	k, err := c.w.Write(p)
+	*c.n += int64(k)
+	if err != nil {
+		return k, &writeError{err}
+	}
+	return k, nil
+}
+
+// checkClosure checks the local closure: store paths of one store, each once,
+// holding the paths asked for.
+func checkClosure(closure, paths []string) error {
+	seen := make(map[string]bool, len(closure))
+	dir := ""
+	for _, p := range closure {
+		if err := checkStorePath(p); err != nil {
+			return fmt.Errorf("local closure: %w", err)
+		}
+		if seen[p] {
+			return fmt.Errorf("local closure: %s comes twice", p)
+		}
+		seen[p] = true
+		if d := path.Dir(p); dir == "" {
+			dir = d
+		} else if d != dir {
+			return fmt.Errorf("local closure: %s and %s are in different stores", closure[0], p)
+		}
+	}
+	for _, p := range paths {
+		if !seen[p] {
+			return fmt.Errorf("local closure of %s: %s is not in it", describe(paths), p)
+		}
+	}
+	return nil
+}
+
+// nixBase32 is the alphabet of a store path's hash part.
+const nixBase32 = "0123456789abcdfghijklmnpqrsvwxyz"
+
+// checkStorePath checks that p is a store path: an absolute store directory, then
+// "/", a hash part of 32 base-32 characters, "-" and a name of at most 211
+// characters from [A-Za-z0-9+-._?=] not starting with ".".
+func checkStorePath(p string) error {
+	bad := func(why string) error { return fmt.Errorf("%q is not a store path: %s", clip(p), why) }
+	dir, base := path.Split(p)
+	dir = strings.TrimSuffix(dir, "/")
+	if !strings.HasPrefix(p, "/") || dir == "" || path.Clean(dir) != dir {
+		return bad("not in an absolute store directory")
+	}
+	for _, c := range dir {
+		if c < 0x21 || c == 0x7f {
+			return bad("space or control character in the store directory")
+		}
+	}
+	if len(base) < 34 || base[32] != '-' {
+		return bad("no hash part")
+	}
+	for i := 0; i < 32; i++ {
+		if !strings.ContainsRune(nixBase32, rune(base[i])) {
+			return bad("no hash part")
+		}
+	}
+	name := base[33:]
+	if len(name) > 211 || strings.HasPrefix(name, ".") {
+		return bad("bad name")
+	}
+	for _, c := range name {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', strings.ContainsRune("+-._?=", c):
+		default:
+			return bad("bad name")
+		}
+	}
+	return nil
+}
+
+// describe names the paths of a copy for a message.
+func describe(paths []string) string {
+	if len(paths) == 1 {
+		return paths[0]
+	}
+	return fmt.Sprintf("%s and %d more", paths[0], len(paths)-1)
+}
