@@ -95,8 +95,18 @@ func TestSSHApplyThenNothingChanged(t *testing.T) {
 		t.Errorf("plan.json: %s", plan)
 	}
 
+	accepted := func(n *testbed.Node) int {
+		return strings.Count(n.MustExec(t, "journalctl", "--unit", "ssh.service", "--output", "cat", "--no-pager"), "Accepted publickey")
+	}
+	before := map[string]int{"web1": accepted(nodes["web1"]), "web2": accepted(nodes["web2"])}
 	r = switchyard(t, env, "ssh", "apply", "--tree", tree, "--output", "json")
 	wantCode(t, r, 0)
+	for name, n := range nodes {
+		// One TCP connection per node for the whole deploy, every command a session on it.
+		if got := accepted(n) - before[name]; got != 1 {
+			t.Errorf("%s: the second apply opened %d SSH connections, want 1", name, got)
+		}
+	}
 	vs = verdicts(t, r)
 	for name := range nodes {
 		v := vs[name]
@@ -204,6 +214,7 @@ func TestSSHPlanCredentialsAndRefusals(t *testing.T) {
 	for _, tc := range []struct{ deployment, path string }{
 		{`{"deployment-method":{"ssh":{"applications":{"wiki":{}}}}}`, "deployment-method.ssh.applications.wiki"},
 		{`{"deployment-method":{"tf":{}}}`, "deployment-method.tf"},
+		{`{"deployment-method":{"ssh":{},"tf":{}}}`, "deployment-method"},
 		{`{"deployment-method":{"ssh":{"applications":{"hello":{"settings":{"greeting":7}}}}}}`, "deployment-method.ssh.applications.hello.settings.greeting"},
 		{`{"deployment-method":{"ssh":{"colour":"blue"}}}`, "deployment-method.ssh.colour"},
 		{`[]`, ""},
