@@ -136,23 +136,50 @@ func run(n, big int) error {
 	fmt.Fprintf(os.Stderr, "bench: %d paths in the closure; nodes up\n", len(paths))
 
 	var rows []row
-	// (a) copy to a fresh node.
-	copyTime, rss, err := timedChild(self, sy, top)
-	if err != nil {
-		return fmt.Errorf("switchyard copy: %w", err)
+	// (a) copy to a node lacking the closure, against the references, in alternating
+	// order over several rounds (the closure is deleted from the nodes between rounds),
+	// so a busy machine weighs on both sides alike; the medians are compared.
+	var copyTimes, refTimes, pipeTimes []time.Duration
+	var rss, bytesSent int64
+	for round := 0; round < rounds; round++ {
+		if round > 0 {
+			for _, nd := range []*testbed.Node{sy, ref} {
+				if _, err := nd.Exec(ctx, append([]string{"nix-store", "--delete"}, paths...)...); err != nil {
+					return fmt.Errorf("reset %s: %w", nd.Name, err)
+				}
+			}
+		}
+		sides := []func() error{
+			func() error {
+				d, r, err := timedChild(self, sy, top)
+				copyTimes, rss = append(copyTimes, d), max(rss, r)
+				return err
+			},
+			func() error {
+				d, err := timed(func() error {
+					cmd := exec.Command("nix-copy-closure", "--to", ref.SSHTarget(), top)
+					cmd.Env = append(os.Environ(), "NIX_SSHOPTS="+strings.Join(ref.SSHOptions(), " "))
+					return runCmd(cmd)
+				})
+				refTimes = append(refTimes, d)
+				return err
+			},
+			func() error {
+				d, n, err := pipeCopy(pipe, paths)
+				pipeTimes, bytesSent = append(pipeTimes, d), n
+				return err
+			},
+		}
+		if round%2 == 1 {
+			sides[0], sides[1] = sides[1], sides[0]
+		}
+		for _, side := range sides {
+			if err := side(); err != nil {
+				return fmt.Errorf("copy round %d: %w", round+1, err)
+			}
+		}
 	}
-	refTime, err := timed(func() error {
-		cmd := exec.Command("nix-copy-closure", "--to", ref.SSHTarget(), top)
-		cmd.Env = append(os.Environ(), "NIX_SSHOPTS="+strings.Join(ref.SSHOptions(), " "))
-		return runCmd(cmd)
-	})
-	if err != nil {
-		return fmt.Errorf("nix-copy-closure: %w", err)
-	}
-	pipeTime, bytesSent, err := pipeCopy(pipe, paths)
-	if err != nil {
-		return fmt.Errorf("ssh pipe: %w", err)
-	}
+	copyTime, refTime, pipeTime := median(copyTimes), median(refTimes), median(pipeTimes)
 	rows = append(rows,
 		row{"(a) copy, fresh node vs nix-copy-closure", dur(copyTime), dur(refTime), ratio(copyTime, refTime)},
 		row{"(a) copy, fresh node vs one ssh pipe of the same " + mib(bytesSent), dur(copyTime), dur(pipeTime), ratio(copyTime, pipeTime)},
@@ -204,7 +231,7 @@ func run(n, big int) error {
 	}
 
 	w := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintf(w, "closure: %d paths, %s; one run each on fresh nodes\n", len(paths), mib(bytesSent))
+	fmt.Fprintf(w, "closure: %d paths, %s; copies: median of %d alternating rounds\n", len(paths), mib(bytesSent), rounds)
 	fmt.Fprintln(w, "measure\tswitchyard\treference\tratio")
 	for _, r := range rows {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%.2f\n", r.what, r.measured, r.reference, r.ratio)
@@ -309,6 +336,15 @@ func lastLine(s string) string {
 		return s[i+1:]
 	}
 	return s
+}
+
+// rounds of the copy comparison; medians are reported.
+const rounds = 3
+
+func median(ds []time.Duration) time.Duration {
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[len(s)/2]
 }
 
 func ratio(a, b time.Duration) float64 { return float64(a) / float64(b) }
