@@ -6,6 +6,9 @@
 #   - host Nix configured for single-user root builds without a sandbox
 #   - incusd started (there is no systemd on the host), a storage pool, a root disk
 #   - the node image, built once per recipe and cached under $SWITCHYARD_TESTBED_CACHE
+#   - with SWITCHYARD_TESTBED_TOFU=1 (test.sh), OpenTofu, built once from the Go module
+#     proxy and cached under $SWITCHYARD_TESTBED_CACHE/tofu-<version>/tofu (test.sh
+#     exports SWITCHYARD_TOFU)
 #
 # Prints nothing on stdout but the image alias, so callers can capture it.
 set -euo pipefail
@@ -113,7 +116,28 @@ ensure_image() {
 	echo "$alias"
 }
 
+ensure_tofu() {
+	# `go install` of OpenTofu is refused (its module has a replace directive):
+	# download the module and build ./cmd/tofu inside it (about 2.5 minutes on an
+	# idle machine). version.dev=no as in OpenTofu's releases ("1.10.6", not "-dev").
+	local version=1.10.6 dir bin tmp src
+	dir=$cache/tofu-$version
+	bin=$dir/tofu
+	if [ -x "$bin" ] && "$bin" version >/dev/null 2>&1; then return; fi
+	command -v go >/dev/null || { log "go is needed to build OpenTofu"; exit 2; }
+	log "building OpenTofu $version from the Go module proxy (about 2.5 minutes)"
+	mkdir -p "$dir"
+	src=$(cd "$dir" && go mod download -json "github.com/opentofu/opentofu@v$version" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",*$/\1/p')
+	[ -n "$src" ] || { log "go mod download of OpenTofu $version gave no Dir"; exit 3; }
+	tmp=$(mktemp "$dir/tofu.XXXXXX")
+	(cd "$src" && CGO_ENABLED=0 go build -ldflags "-X github.com/opentofu/opentofu/version.dev=no" -o "$tmp" ./cmd/tofu) >&2
+	chmod 0755 "$tmp"
+	mv "$tmp" "$bin"
+}
+
 install_packages
 configure_nix
 start_incusd
+# The tests need OpenTofu; the main job (ssh method) does not.
+if [ "${SWITCHYARD_TESTBED_TOFU:-0}" = 1 ]; then ensure_tofu; fi
 ensure_image

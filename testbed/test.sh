@@ -6,11 +6,13 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 . testbed/go.sh
 switchyard_ensure_go
 
-image=$(bash testbed/setup.sh)
+image=$(SWITCHYARD_TESTBED_TOFU=1 bash testbed/setup.sh)
 # Nodes left by an interrupted run on this machine.
 incus list --format csv -c n user.switchyard-testbed=true | xargs -r incus delete --force
 
 export SWITCHYARD_TESTBED=require SWITCHYARD_TESTBED_IMAGE=$image
+# OpenTofu as setup.sh built and cached it.
+export SWITCHYARD_TOFU=${SWITCHYARD_TOFU:-${SWITCHYARD_TESTBED_CACHE:-/var/cache/switchyard-testbed}/tofu-1.10.6/tofu}
 echo "testbed: image $image; $(go version)" >&2
 go vet ./...
 log=$(mktemp)
@@ -18,4 +20,11 @@ trap 'rm -f "$log"' EXIT
 status=0
 go test -v -count=1 -timeout 75m ./... 2>&1 | tee "$log" || status=$?
 echo "tests: $(grep -cE '^\s*--- PASS' "$log") passed, $(grep -cE '^\s*--- FAIL' "$log") failed, $(grep -cE '^\s*--- SKIP' "$log") skipped" >&2
+
+# Fuzz targets of the DEPLOYMENT merge and of the readers, each for a bounded time.
+for target in "FuzzMerge ./plan/merge" "FuzzReadPlan ./plan" "FuzzParseCanonical ./plan/data"; do
+	set -- $target
+	echo "fuzz: $1 ($2) for 20s" >&2
+	go test -run '^$' -fuzz "^$1\$" -fuzztime 20s "$2" || status=1
+done
 exit "$status"

@@ -27,6 +27,7 @@ type methodFlags struct {
 	tree, group, deployment, output, stateDir, planIn, planOut string
 	nodes                                                      multiFlag
 	parallel                                                   int
+	tofuArgs                                                   []string // run -- <args>
 }
 
 func parseMethodFlags(verb string, args []string) (methodFlags, error) {
@@ -49,7 +50,12 @@ func parseMethodFlags(verb string, args []string) (methodFlags, error) {
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
-	if fs.NArg() > 0 {
+	if verb == "run" {
+		f.tofuArgs = fs.Args()
+		if len(f.tofuArgs) == 0 {
+			return f, fmt.Errorf("give OpenTofu's arguments after --, e.g. run -- state list")
+		}
+	} else if fs.NArg() > 0 {
 		return f, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	if f.output != "text" && f.output != "json" {
@@ -93,7 +99,7 @@ func runMethod(name string, args []string, e env) int {
 		fmt.Fprintf(e.stderr, "switchyard %s: unknown verb %q (want one of %s)\n", name, verb, strings.Join(verbs(m), ", "))
 		return ExitRefused
 	}
-	if m.Name != "ssh" && !contains([]string{"names", "schema"}, verb) {
+	if m.Name != "ssh" && m.Name != "tf" && !contains([]string{"names", "schema"}, verb) {
 		fmt.Fprintf(e.stderr, "switchyard %s %s: the OpenTofu methods are not built yet (names and schema are)\n", name, verb)
 		return ExitRefused
 	}
@@ -219,6 +225,9 @@ func (mr *methodRun) run(ctx context.Context) (int, error) {
 		out = newJSONOutput(mr.e.stdout)
 	}
 	f := &fleet{m: mr.m, d: d, p: p, cfg: cfg, out: out, parallel: mr.f.parallel, stateDir: mr.f.stateDir}
+	if mr.m.Name != "ssh" && mr.verb != "verdict" {
+		return (&tfRun{fleet: f, mr: mr}).run(ctx)
+	}
 	switch mr.verb {
 	case "plan":
 		return f.plan(ctx, mr.f.planOut)

@@ -158,7 +158,7 @@ func (o *textOutput) Log(node, level, msg string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	// One line, starting with the node: "web1: push: copy failed: ...".
-	if !strings.HasPrefix(msg, node+": ") {
+	if node != "" && !strings.HasPrefix(msg, node+": ") {
 		msg = node + ": " + msg
 	}
 	o.above(o.stderr, strings.ReplaceAll(msg, "\n", " ")+"\n")

@@ -1,0 +1,194 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-log/tflog"
+
+	"github.com/switchyard-nix/switchyard/effects"
+	"github.com/switchyard-nix/switchyard/transports/ssh"
+	"github.com/switchyard-nix/switchyard/verdict"
+)
+
+// deploymentModel is switchyard_deployment's data.
+type deploymentModel struct {
+	ID             types.String `tfsdk:"id"`
+	Node           types.String `tfsdk:"node"`
+	NixosConf      types.String `tfsdk:"nixos_conf"`
+	Drv            types.String `tfsdk:"drv"`
+	Host           types.String `tfsdk:"host"`
+	Port           types.Int64  `tfsdk:"port"`
+	User           types.String `tfsdk:"user"`
+	HostKey        types.String `tfsdk:"host_key"`
+	KnownHostsFile types.String `tfsdk:"known_hosts_file"`
+
+	Toplevel types.String `tfsdk:"toplevel"`
+	Previous types.String `tfsdk:"previous"`
+	Verdict  types.String `tfsdk:"verdict"`
+	OK       types.Bool   `tfsdk:"ok"`
+	ExitCode types.Int64  `tfsdk:"exit_code"`
+}
+
+type deployment struct{}
+
+func newDeployment() resource.Resource { return &deployment{} }
+
+var (
+	_ resource.Resource               = (*deployment)(nil)
+	_ resource.ResourceWithModifyPlan = (*deployment)(nil)
+)
+
+func (d *deployment) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_deployment"
+}
+
+func (d *deployment) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
+	computed := func(desc string) schema.StringAttribute {
+		return schema.StringAttribute{Computed: true, Description: desc}
+	}
+	resp.Schema = schema.Schema{
+		Description: "One node deployed over SSH by the switchyard deploy body. Delete forgets the node; it never touches it.",
+		Attributes: map[string]schema.Attribute{
+			"id": schema.StringAttribute{Computed: true, Description: "the node's name",
+				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},
+			"node": schema.StringAttribute{Required: true, Description: "the node's name",
+				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()}},
+			"nixos_conf": schema.StringAttribute{Required: true, Description: "the node's configuration identity (SPEC 6.4): a change redeploys the node"},
+			"drv":        schema.StringAttribute{Required: true, Description: "the derivation of the node's toplevel"},
+			"host":       schema.StringAttribute{Required: true, Description: "SSH host"},
+			"port":       schema.Int64Attribute{Optional: true, Description: "SSH port (default 22)"},
+			"user":       schema.StringAttribute{Optional: true, Description: "SSH user (default root)"},
+			"host_key":   schema.StringAttribute{Optional: true, Description: "the node's pinned host key"},
+			"known_hosts_file": schema.StringAttribute{Optional: true,
+				Description: "known_hosts file checked when no host key is pinned"},
+			"toplevel":  computed("the toplevel the node was deployed with"),
+			"previous":  computed("the generation the node ran before"),
+			"verdict":   computed("the verdict of the last deploy (JSON)"),
+			"ok":        schema.BoolAttribute{Computed: true, Description: "whether the last deploy's verdict passed"},
+			"exit_code": schema.Int64Attribute{Computed: true, Description: "the last deploy's exit code (SPEC 2.1)"},
+		},
+	}
+}
+
+// ModifyPlan makes a node whose last verdict failed change again: its computed
+// attributes become unknown, so the next apply retries it even when its inputs are
+// the same.
+func (d *deployment) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	if req.State.Raw.IsNull() || req.Plan.Raw.IsNull() {
+		return
+	}
+	var ok types.Bool
+	resp.Diagnostics.Append(req.State.GetAttribute(ctx, path.Root("ok"), &ok)...)
+	if resp.Diagnostics.HasError() || ok.IsNull() || ok.ValueBool() {
+		return
+	}
+	for _, a := range []string{"toplevel", "previous", "verdict"} {
+		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root(a), types.StringUnknown())...)
+	}
+	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("ok"), types.BoolUnknown())...)
+	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("exit_code"), types.Int64Unknown())...)
+}
+
+func (d *deployment) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	var m deploymentModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	d.deploy(ctx, &m, func(summary, detail string) { resp.Diagnostics.AddError(summary, detail) })
+	// The state is returned even with an error: OpenTofu keeps it (tainted), so the
+	// failed verdict is recorded and the next apply retries the node.
+	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+}
+
+func (d *deployment) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	var m deploymentModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	d.deploy(ctx, &m, func(summary, detail string) { resp.Diagnostics.AddError(summary, detail) })
+	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+}
+
+// Read keeps the state as it is: what a node ran is known from its deploys.
+func (d *deployment) Read(context.Context, resource.ReadRequest, *resource.ReadResponse) {}
+
+// Delete forgets the node: it never touches it.
+func (d *deployment) Delete(context.Context, resource.DeleteRequest, *resource.DeleteResponse) {}
+
+// deploy runs the deploy body on the node and fills the computed attributes; a
+// failed verdict is reported through fail, naming the node.
+func (d *deployment) deploy(ctx context.Context, m *deploymentModel, fail func(summary, detail string)) {
+	node := m.Node.ValueString()
+	m.ID = types.StringValue(node)
+	record := func(v verdict.Verdict, code int) {
+		b, _ := json.Marshal(v)
+		m.Toplevel = types.StringValue(v.Toplevel)
+		m.Previous = types.StringValue(v.Previous)
+		m.Verdict = types.StringValue(string(b))
+		m.OK = types.BoolValue(code == 0)
+		m.ExitCode = types.Int64Value(int64(code))
+	}
+	cfg, err := effects.ConfigFromEnv(os.Getenv)
+	if err != nil {
+		record(verdict.Verdict{Node: node, ExitCode: 2, Reasons: []string{err.Error()}}, 2)
+		fail(node+": deploy refused", fmt.Sprintf("%s: %v", node, err))
+		return
+	}
+	cfg.VerdictOnly = false
+	sc := ssh.Config{User: m.User.ValueString(), Host: m.Host.ValueString(), Port: int(m.Port.ValueInt64()),
+		HostKey: m.HostKey.ValueString(), KnownHostsFile: m.KnownHostsFile.ValueString()}
+	if key := os.Getenv(EnvSSHKeyFile); key != "" {
+		sc.KeyFiles = []string{key}
+	}
+	t, err := ssh.New(sc)
+	if err != nil {
+		record(verdict.Verdict{Node: node, ExitCode: 2, Reasons: []string{"wait: " + err.Error()}}, 2)
+		fail(node+": deploy refused", fmt.Sprintf("%s: wait: %v", node, err))
+		return
+	}
+	defer t.Close()
+	res := (&effects.Deploy{Node: node, Transport: t, Config: cfg, Reporter: logReporter{ctx},
+		Source: effects.Source{Drv: m.Drv.ValueString()}, SkipUnchanged: true}).Run(ctx)
+	record(res.Verdict, res.ExitCode)
+	if res.ExitCode != 0 {
+		why := strings.Join(res.Verdict.Reasons, "; ")
+		if why == "" {
+			why = fmt.Sprintf("exit %d", res.ExitCode)
+		}
+		fail(fmt.Sprintf("%s: verdict failed (exit %d)", node, res.ExitCode), fmt.Sprintf("%s: %s", node, why))
+	}
+}
+
+// logReporter sends the body's progress to the provider log (TF_LOG_PROVIDER).
+type logReporter struct{ ctx context.Context }
+
+func (r logReporter) Phase(node, phase string, state effects.PhaseState, elapsed time.Duration) {
+	tflog.Debug(r.ctx, fmt.Sprintf("%s: %s %v (%s)", node, phase, state, elapsed.Round(time.Millisecond)))
+}
+
+func (r logReporter) Log(node, level, msg string) {
+	switch level {
+	case "error", "warn":
+		tflog.Warn(r.ctx, msg)
+	default:
+		tflog.Info(r.ctx, msg)
+	}
+}
+
+func (r logReporter) Verdict(v verdict.Verdict) {
+	b, _ := json.Marshal(v)
+	tflog.Info(r.ctx, v.Node+": verdict "+string(b))
+}

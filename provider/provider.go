@@ -1,0 +1,69 @@
+// Package provider is switchyard's own OpenTofu provider (SPEC 7), served by the
+// switchyard binary itself when OpenTofu starts it as a plugin. Its one resource,
+// switchyard_deployment, is a node: create and update run the deploy body over SSH,
+// and the verdict, the deployed toplevel and the previous generation are kept in
+// state. Delete forgets the node and never touches it.
+package provider
+
+import (
+	"context"
+	"os"
+
+	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	"github.com/hashicorp/terraform-plugin-framework/provider"
+	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
+	"github.com/hashicorp/terraform-plugin-framework/providerserver"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+)
+
+// Address is the provider's source address; the generated CLI configuration
+// installs it from a filesystem mirror.
+const Address = "registry.opentofu.org/switchyard-nix/switchyard"
+
+// Version is the provider version the generated configuration requires and the
+// mirror directory is named after. The binary's hash is refreshed on every init, so
+// a rebuilt binary keeps the same provider version.
+const Version = "0.1.0"
+
+// Environment variables the CLI sets for OpenTofu, read by the provider process:
+// credentials are per-run values and never enter the configuration or the state.
+const (
+	EnvSSHKeyFile = "SWITCHYARD_SSH_KEY_FILE"
+)
+
+// MagicCookieEnv is set in a plugin's environment when OpenTofu (or Terraform)
+// starts it.
+const MagicCookieEnv = "TF_PLUGIN_MAGIC_COOKIE"
+
+// IsPlugin says whether this process was started as a provider plugin.
+func IsPlugin() bool { return os.Getenv(MagicCookieEnv) != "" }
+
+// Serve serves the provider over the plugin protocol until OpenTofu stops it.
+func Serve(ctx context.Context) error {
+	return providerserver.Serve(ctx, New, providerserver.ServeOpts{Address: Address})
+}
+
+// New makes the provider.
+func New() provider.Provider { return &switchyardProvider{} }
+
+type switchyardProvider struct{}
+
+func (p *switchyardProvider) Metadata(_ context.Context, _ provider.MetadataRequest, resp *provider.MetadataResponse) {
+	resp.TypeName = "switchyard"
+	resp.Version = Version
+}
+
+func (p *switchyardProvider) Schema(_ context.Context, _ provider.SchemaRequest, resp *provider.SchemaResponse) {
+	resp.Schema = schema.Schema{Description: "switchyard: NixOS deployments with a verdict per node. Credentials come from the environment the switchyard CLI sets."}
+}
+
+func (p *switchyardProvider) Configure(context.Context, provider.ConfigureRequest, *provider.ConfigureResponse) {
+}
+
+func (p *switchyardProvider) Resources(context.Context) []func() resource.Resource {
+	return []func() resource.Resource{newDeployment}
+}
+
+func (p *switchyardProvider) DataSources(context.Context) []func() datasource.DataSource {
+	return nil
+}

@@ -1,0 +1,191 @@
+package tofu
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	tfjson "github.com/hashicorp/terraform-json"
+)
+
+func TestFind(t *testing.T) {
+	none := func(string) (string, error) { return "", errors.New("no") }
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	if p, err := Find(env(map[string]string{EnvTofu: "/x/tofu"}), none); err != nil || p != "/x/tofu" {
+		t.Errorf("SWITCHYARD_TOFU: %q %v", p, err)
+	}
+	onlyTerraform := func(n string) (string, error) {
+		if n == "terraform" {
+			return "/usr/local/bin/terraform", nil
+		}
+		return "", errors.New("no")
+	}
+	if p, err := Find(env(nil), onlyTerraform); err != nil || p != "/usr/local/bin/terraform" {
+		t.Errorf("terraform fallback: %q %v", p, err)
+	}
+	both := func(n string) (string, error) { return "/bin/" + n, nil }
+	if p, _ := Find(env(nil), both); p != "/bin/tofu" {
+		t.Errorf("tofu first: %q", p)
+	}
+	if _, err := Find(env(nil), none); err == nil || !strings.Contains(err.Error(), "SWITCHYARD_TOFU") {
+		t.Errorf("missing: %v", err)
+	}
+}
+
+func TestMainConfig(t *testing.T) {
+	b, err := MainConfig([]Node{
+		{Name: "web1", NixosConf: "c1", Drv: "/nix/store/a.drv", Host: "127.0.0.1", Port: 2222, HostKey: "ssh-ed25519 AAAA"},
+		{Name: "web2", NixosConf: "c2", Drv: "/nix/store/b.drv", Host: "h${x}"},
+	}, Backend{Path: "/s/terraform.tfstate"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		Terraform struct {
+			RequiredProviders map[string]map[string]string `json:"required_providers"`
+			Backend           map[string]map[string]string `json:"backend"`
+		}
+		Resource map[string]map[string]map[string]any
+	}
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Terraform.RequiredProviders["switchyard"]["source"] != "registry.opentofu.org/switchyard-nix/switchyard" {
+		t.Errorf("provider: %v", cfg.Terraform.RequiredProviders)
+	}
+	if cfg.Terraform.Backend["local"]["path"] != "/s/terraform.tfstate" {
+		t.Errorf("backend: %v", cfg.Terraform.Backend)
+	}
+	r := cfg.Resource["switchyard_deployment"]["node"]
+	each := r["for_each"].(map[string]any)
+	w1 := each["web1"].(map[string]any)
+	if w1["nixos_conf"] != "c1" || w1["port"] != 2222.0 || w1["user"] != nil || w1["drv"] != "/nix/store/a.drv" {
+		t.Errorf("web1: %v", w1)
+	}
+	if each["web2"].(map[string]any)["host"] != "h$${x}" {
+		t.Errorf("template not escaped: %v", each["web2"])
+	}
+	if r["nixos_conf"] != "${each.value.nixos_conf}" || r["node"] != "${each.key}" {
+		t.Errorf("resource: %v", r)
+	}
+	pg, err := MainConfig(nil, Backend{Kind: "pg"})
+	if err != nil || strings.Contains(string(pg), "conn_str") || !strings.Contains(string(pg), `"pg"`) || strings.Contains(string(pg), `"resource"`) {
+		t.Errorf("pg: %v %s", err, pg)
+	}
+	if _, err := MainConfig(nil, Backend{Kind: "s3"}); err == nil {
+		t.Error("unknown backend accepted")
+	}
+}
+
+func TestCLIConfigAndPluginPath(t *testing.T) {
+	c := CLIConfig("/st/tofu/plugins")
+	for _, want := range []string{`path    = "/st/tofu/plugins"`, `include = ["registry.opentofu.org/switchyard-nix/switchyard"]`, "filesystem_mirror"} {
+		if !strings.Contains(c, want) {
+			t.Errorf("CLI config lacks %q:\n%s", want, c)
+		}
+	}
+	if p := PluginPath("/p"); p != "/p/registry.opentofu.org/switchyard-nix/switchyard/0.1.0/linux_amd64/terraform-provider-switchyard_v0.1.0" {
+		t.Errorf("plugin path %s", p)
+	}
+}
+
+func TestEnv(t *testing.T) {
+	env := Env([]string{"PATH=/bin", "BOOTSTRAP=1", "BOOTSTRAP_SEED=x", "TF_LOG=TRACE", "TF_PLUGIN_MAGIC_COOKIE=c", "DEPLOY_STRICT_UNITS=0"},
+		"/c.tfrc", map[string]string{"SWITCHYARD_SSH_KEY_FILE": "/k"})
+	for _, gone := range []string{"BOOTSTRAP", "BOOTSTRAP_SEED", "TF_LOG", "TF_PLUGIN_MAGIC_COOKIE"} {
+		if _, ok := env[gone]; ok {
+			t.Errorf("%s kept", gone)
+		}
+	}
+	if env["PATH"] != "/bin" || env["DEPLOY_STRICT_UNITS"] != "0" || env["TF_CLI_CONFIG_FILE"] != "/c.tfrc" || env["SWITCHYARD_SSH_KEY_FILE"] != "/k" {
+		t.Errorf("env %v", env)
+	}
+}
+
+func TestNodeOf(t *testing.T) {
+	for addr, want := range map[string]string{
+		`switchyard_deployment.node["web1"]`:   "web1",
+		`switchyard_deployment.node["a\"b"]`:   `a"b`,
+		`terraform_data.x`:                     "",
+		`switchyard_deployment.node["web2"].x`: "web2",
+	} {
+		if got := NodeOf(addr); got != want {
+			t.Errorf("NodeOf(%s) = %q, want %q", addr, got, want)
+		}
+	}
+}
+
+func TestPrepare(t *testing.T) {
+	state := t.TempDir()
+	self, _ := os.Executable()
+	w, err := Prepare(state, "/bin/tofu", self, []Node{{Name: "web1", NixosConf: "c", Drv: "d", Host: "h"}}, Backend{}, []string{"BOOTSTRAP=1"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.Readlink(PluginPath(filepath.Join(state, "tofu", "plugins"))); got != self {
+		t.Errorf("plugin link -> %q", got)
+	}
+	main, _ := os.ReadFile(filepath.Join(w.Dir, "main.tf.json"))
+	if !strings.Contains(string(main), StatePath(state)) {
+		t.Errorf("main.tf.json: %s", main)
+	}
+	if _, ok := w.Env["BOOTSTRAP"]; ok {
+		t.Error("BOOTSTRAP kept")
+	}
+	// Again, with another binary: the link follows.
+	if _, err := Prepare(state, "/bin/tofu", "/other", nil, Backend{}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.Readlink(PluginPath(filepath.Join(state, "tofu", "plugins"))); got != "/other" {
+		t.Errorf("plugin link -> %q", got)
+	}
+}
+
+func TestLogLine(t *testing.T) {
+	node, level, msg, ok := LogLine([]byte(`{"@level":"info","@message":"switchyard_deployment.node[\"web1\"]: Creating...","type":"apply_start","hook":{"resource":{"addr":"switchyard_deployment.node[\"web1\"]"}}}`))
+	if !ok || node != "web1" || level != "info" || msg != `web1: tofu: switchyard_deployment.node["web1"]: Creating...` {
+		t.Errorf("apply_start: %q %q %q %v", node, level, msg, ok)
+	}
+	node, level, msg, ok = LogLine([]byte(`{"@level":"error","@message":"Error: Error acquiring the state lock","type":"diagnostic","diagnostic":{"severity":"error"}}`))
+	if !ok || node != "" || level != "error" || msg != "tofu: Error: Error acquiring the state lock" {
+		t.Errorf("diagnostic: %q %q %q %v", node, level, msg, ok)
+	}
+	if _, _, _, ok := LogLine([]byte("not json")); ok {
+		t.Error("non-JSON line taken")
+	}
+}
+
+func TestStateAndPlanReading(t *testing.T) {
+	var s tfjson.State
+	if err := json.Unmarshal([]byte(`{"format_version":"1.0","values":{"root_module":{"resources":[
+		{"address":"switchyard_deployment.node[\"web1\"]","mode":"managed","type":"switchyard_deployment","name":"node","index":"web1","values":{"exit_code":1}},
+		{"address":"terraform_data.x","mode":"managed","type":"terraform_data","name":"x","values":{}}]}}}`), &s); err != nil {
+		t.Fatal(err)
+	}
+	d := Deployments(&s)
+	if len(d) != 1 || NodeOf(d[0].Address) != "web1" || Int(d[0].AttributeValues["exit_code"]) != 1 {
+		t.Errorf("deployments %v", d)
+	}
+	if Int(json.Number("3")) != 3 || Int("x") != 0 {
+		t.Error("Int")
+	}
+	var p tfjson.Plan
+	if err := json.Unmarshal([]byte(`{"format_version":"1.2","resource_changes":[
+		{"address":"switchyard_deployment.node[\"web1\"]","type":"switchyard_deployment","change":{"actions":["update"]}},
+		{"address":"switchyard_deployment.node[\"web2\"]","type":"switchyard_deployment","change":{"actions":["no-op"]}}]}`), &p); err != nil {
+		t.Fatal(err)
+	}
+	if c := ChangedNodes(&p); len(c) != 2 || !c["web1"] || c["web2"] {
+		t.Errorf("changed %v", c)
+	}
+}
+
+func TestLogLineDiagnosticDetail(t *testing.T) {
+	_, _, msg, _ := LogLine([]byte(`{"@level":"error","@message":"Error: web1: verdict failed (exit 3)","type":"diagnostic","diagnostic":{"severity":"error","detail":"web1: wait:\nunreachable","address":"switchyard_deployment.node[\"web1\"]"}}`))
+	if msg != "web1: tofu: Error: web1: verdict failed (exit 3) (web1: wait: unreachable)" {
+		t.Errorf("msg %q", msg)
+	}
+}
