@@ -8,7 +8,7 @@ switchyard_ensure_go
 
 image=$(SWITCHYARD_TESTBED_TOFU=1 bash testbed/setup.sh)
 # Nodes left by an interrupted run on this machine.
-incus list --format csv -c n user.switchyard-testbed=true | xargs -r incus delete --force
+incus list --format csv -c n user.switchyard-testbed=true | xargs -r -n1 incus delete --force || true
 
 export SWITCHYARD_TESTBED=require SWITCHYARD_TESTBED_IMAGE=$image
 # OpenTofu as setup.sh built and cached it.
