@@ -163,10 +163,8 @@ func (r *run) judge(ctx context.Context) error {
 			st := final.SystemState
 			v.SystemState = &st
 		}
-		if final.Units == nil && len(r.samples) > 0 {
-			if _, err := r.read(ctx); errors.Is(err, ErrUnreachable) {
-				v.Reachable = false
-			}
+		if final.Units == nil && errors.Is(r.lastReadErr, ErrUnreachable) {
+			v.Reachable = false
 		}
 		_, code, why := verdict.Decide(*v)
 		exit = max(exit, code)

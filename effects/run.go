@@ -22,20 +22,21 @@ type run struct {
 	reasons  []string
 	phasesMS map[string]int64
 
-	toplevel   string // the generation being judged
-	previous   string // the running generation before the switch
-	running    string // the running generation after a switch that never activated
-	bootEntry  string // the boot entry before the switch
-	confirmed  bool   // /run/current-system resolved to the new toplevel
-	unchanged  bool   // the node already ran the toplevel: no switch
-	switched   bool   // the switch ran (its result was read)
-	switchUnit string // the transient unit running the switch
-	chainDown  bool   // the chain gate did not pass: no sweep
-	samples    []verdict.Sample
-	cycleStart int
-	owned      map[string]bool
-	wanted     map[string]bool
-	classes    verdict.Classes
+	toplevel    string // the generation being judged
+	previous    string // the running generation before the switch
+	running     string // the running generation after a switch that never activated
+	bootEntry   string // the boot entry before the switch
+	confirmed   bool   // /run/current-system resolved to the new toplevel
+	unchanged   bool   // the node already ran the toplevel: no switch
+	switched    bool   // the switch ran (its result was read)
+	switchUnit  string // the transient unit running the switch
+	chainDown   bool   // the chain gate did not pass: no sweep
+	samples     []verdict.Sample
+	lastReadErr error // why the last sample could not be read, if it could not
+	cycleStart  int
+	owned       map[string]bool
+	wanted      map[string]bool
+	classes     verdict.Classes
 }
 
 func newRun(d *Deploy) *run {
@@ -86,22 +87,27 @@ func (r *run) swPath() []string {
 
 // exec runs argv on the node and returns its stdout and exit status.
 func (r *run) exec(ctx context.Context, argv ...string) (string, int, error) {
-	var stdout, stderr bytes.Buffer
-	code, err := r.d.Transport.Run(ctx, Command{Argv: argv, Stdout: &stdout, Stderr: &stderr, Path: r.swPath()})
-	return stdout.String(), code, err
+	out, _, code, err := r.command(ctx, argv)
+	return out, code, err
 }
 
 // execCheck is exec where a non-zero status is an error carrying stderr's last line.
 func (r *run) execCheck(ctx context.Context, argv ...string) (string, error) {
-	var stdout, stderr bytes.Buffer
-	code, err := r.d.Transport.Run(ctx, Command{Argv: argv, Stdout: &stdout, Stderr: &stderr, Path: r.swPath()})
+	out, errOut, code, err := r.command(ctx, argv)
 	if err != nil {
 		return "", err
 	}
 	if code != 0 {
-		return "", fmt.Errorf("%s exited %d: %s", argv[0], code, lastLine(stderr.String()))
+		return "", fmt.Errorf("%s exited %d: %s", argv[0], code, lastLine(errOut))
 	}
-	return stdout.String(), nil
+	return out, nil
+}
+
+// command runs argv on the node, with the toplevel's sw/bin on PATH.
+func (r *run) command(ctx context.Context, argv []string) (stdout, stderr string, code int, err error) {
+	var out, errOut bytes.Buffer
+	code, err = r.d.Transport.Run(ctx, Command{Argv: argv, Stdout: &out, Stderr: &errOut, Path: r.swPath()})
+	return out.String(), errOut.String(), code, err
 }
 
 // read takes one sample of the node's systemd state (one round trip).
@@ -115,6 +121,7 @@ func (r *run) read(ctx context.Context) (verdict.Sample, error) {
 // sample, so the verdict never reports stale state as current.
 func (r *run) sample(ctx context.Context) verdict.Sample {
 	s, err := r.read(ctx)
+	r.lastReadErr = err
 	if err != nil {
 		r.log("warn", "%s: reading systemd state: %v", r.d.Node, err)
 		s = verdict.Sample{At: time.Now()}

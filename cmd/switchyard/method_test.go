@@ -12,8 +12,9 @@ import (
 )
 
 // treeFor writes an operator tree whose nodes are the given test-bed nodes (host
-// keys pinned) and returns it with the DEPLOYMENT that hands in the client key.
-func treeFor(t *testing.T, closure string, nodes map[string]*testbed.Node) (string, string) {
+// keys pinned) and returns it with the DEPLOYMENT for method that hands in the
+// client key.
+func treeFor(t *testing.T, method, closure string, nodes map[string]*testbed.Node) (string, string) {
 	t.Helper()
 	var spec plantest.Tree
 	spec.Closure = closure
@@ -23,7 +24,7 @@ func treeFor(t *testing.T, closure string, nodes map[string]*testbed.Node) (stri
 		key = n.KeyFile
 	}
 	dir := plantest.WriteTree(t, t.TempDir(), spec)
-	return dir, fmt.Sprintf(`{"deployment-method":{"ssh":{"sshKeyFile":%q}}}`, key)
+	return dir, fmt.Sprintf(`{"deployment-method":{%q:{"sshKeyFile":%q}}}`, method, key)
 }
 
 // logs lists the msg of every log event.
@@ -65,7 +66,7 @@ func TestSSHApplyThenNothingChanged(t *testing.T) {
 	bed := testbed.Require(t)
 	t.Parallel()
 	nodes := map[string]*testbed.Node{"web1": bed.Node(t), "web2": bed.Node(t)}
-	tree, deployment := treeFor(t, "healthy", nodes)
+	tree, deployment := treeFor(t, "ssh", "healthy", nodes)
 	env := []string{"DEPLOYMENT=" + deployment, "DEPLOY_EVAL_CACHE_DIR=" + t.TempDir()}
 
 	r := switchyard(t, env, "ssh", "apply", "--tree", tree, "--output", "json")
@@ -136,7 +137,7 @@ func TestSSHPlanThenApply(t *testing.T) {
 	bed := testbed.Require(t)
 	t.Parallel()
 	node := bed.Node(t)
-	tree, deployment := treeFor(t, "healthy", map[string]*testbed.Node{"web1": node})
+	tree, deployment := treeFor(t, "ssh", "healthy", map[string]*testbed.Node{"web1": node})
 	cache := "DEPLOY_EVAL_CACHE_DIR=" + t.TempDir()
 	saved := filepath.Join(t.TempDir(), "plan.json")
 
@@ -176,7 +177,7 @@ func TestSSHApplyOtherNodesGoOn(t *testing.T) {
 	t.Parallel()
 	up := bed.Node(t)
 	down := bed.Node(t)
-	tree, deployment := treeFor(t, "healthy", map[string]*testbed.Node{"web1": up, "web2": down})
+	tree, deployment := treeFor(t, "ssh", "healthy", map[string]*testbed.Node{"web1": up, "web2": down})
 	down.Delete() // gone: its forwarded port no longer answers
 	r := switchyard(t, []string{"DEPLOYMENT=" + deployment, "DEPLOY_WAIT_TIMEOUT=3", "DEPLOY_EVAL_CACHE_DIR=" + t.TempDir()},
 		"ssh", "apply", "--tree", tree, "--output", "json")

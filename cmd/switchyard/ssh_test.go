@@ -3,74 +3,20 @@ package main_test
 import (
 	"bufio"
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/switchyard-nix/switchyard/testbed"
 )
 
 // The ssh transport end to end: ssh config and ProxyJump, a user with sudo, and a
 // connection cut while the switch runs.
-
-// jumpTargetPort is where a jump node reaches the target's sshd on its own loopback.
-const jumpTargetPort = 2200
-
-// forwardThrough makes jump's 127.0.0.1:2200 reach target's sshd: an Incus proxy
-// device listening inside jump, connecting to the host's loopback port that
-// forwards to target. All loopback; the nodes have no network.
-func forwardThrough(t *testing.T, jump, target *testbed.Node) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, "incus", "config", "device", "add", jump.Name, "tgt", "proxy", "bind=instance",
-		fmt.Sprintf("listen=tcp:127.0.0.1:%d", jumpTargetPort), fmt.Sprintf("connect=tcp:127.0.0.1:%d", target.SSHPort)).CombinedOutput()
-	if err != nil {
-		t.Fatalf("proxy device on %s: %v: %s", jump.Name, err, out)
-	}
-}
-
-// strangerKey is an ed25519 host key no node has.
-func strangerKey(t *testing.T) string {
-	t.Helper()
-	pub, _, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, err := gossh.NewPublicKey(pub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.TrimSpace(string(gossh.MarshalAuthorizedKey(k)))
-}
-
-// jumpFiles writes an ssh config reaching "target" through jump, and a known_hosts
-// file holding jumpKey and targetKey for the two hops.
-func jumpFiles(t *testing.T, jump *testbed.Node, jumpKey, targetKey string) (conf, known string) {
-	t.Helper()
-	dir := t.TempDir()
-	conf = filepath.Join(dir, "ssh_config")
-	if err := os.WriteFile(conf, []byte(fmt.Sprintf("Host target\n  HostName 127.0.0.1\n  Port %d\n  ProxyJump root@127.0.0.1:%d\n",
-		jumpTargetPort, jump.SSHPort)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	known = filepath.Join(dir, "known_hosts")
-	if err := os.WriteFile(known, []byte(fmt.Sprintf("[127.0.0.1]:%d %s\n[127.0.0.1]:%d %s\n",
-		jump.SSHPort, jumpKey, jumpTargetPort, targetKey)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return conf, known
-}
 
 // logs are the msg fields of the run's log events.
 func logs(r run) string {
@@ -91,7 +37,7 @@ func TestDeployProxyJump(t *testing.T) {
 	top := bed.Build(t, "healthy", "jump")
 	target := bed.Node(t)
 	jump := bed.Node(t)
-	forwardThrough(t, jump, target)
+	testbed.ForwardThrough(t, jump, target)
 
 	args := func(conf, known string) []string {
 		return []string{"deploy", "--target", "target", "--ssh-config", conf, "--known-hosts", known,
@@ -100,10 +46,10 @@ func TestDeployProxyJump(t *testing.T) {
 
 	// A wrong host key on either hop: refused before anything changed (exit 2).
 	for name, keys := range map[string][2]string{
-		"jump host": {strangerKey(t), target.HostKey},
-		"target":    {jump.HostKey, strangerKey(t)},
+		"jump host": {testbed.StrangerHostKey(t), target.HostKey},
+		"target":    {jump.HostKey, testbed.StrangerHostKey(t)},
 	} {
-		r := switchyard(t, nil, args(jumpFiles(t, jump, keys[0], keys[1]))...)
+		r := switchyard(t, nil, args(testbed.JumpFiles(t, jump, keys[0], keys[1]))...)
 		wantCode(t, r, 2)
 		msg := logs(r)
 		if !strings.Contains(msg, "target: wait: ") || !strings.Contains(msg, "does not match known_hosts") {
@@ -117,10 +63,10 @@ func TestDeployProxyJump(t *testing.T) {
 		t.Errorf("refused deploys copied the closure: %q", out)
 	}
 
-	r := switchyard(t, nil, args(jumpFiles(t, jump, jump.HostKey, target.HostKey))...)
+	r := switchyard(t, nil, args(testbed.JumpFiles(t, jump, jump.HostKey, target.HostKey))...)
 	wantCode(t, r, 0)
 	v := r.verdict(t)
-	if v["node"] != "target" || v["target"] != fmt.Sprintf("ssh root@127.0.0.1:%d", jumpTargetPort) {
+	if v["node"] != "target" || v["target"] != fmt.Sprintf("ssh root@127.0.0.1:%d", testbed.JumpTargetPort) {
 		t.Errorf("verdict names node %v, target %v", v["node"], v["target"])
 	}
 	if sw := v["switch"].(map[string]any); sw["result"] != "ok" || v["ok"] != true {

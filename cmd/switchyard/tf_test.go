@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchyard-nix/switchyard/plan/plantest"
 	"github.com/switchyard-nix/switchyard/testbed"
 )
 
@@ -33,20 +32,6 @@ func needTofu(t *testing.T) string {
 	}
 	t.Skip("no OpenTofu: set SWITCHYARD_TOFU or put tofu on PATH")
 	return ""
-}
-
-// tfTree is treeFor for the tf method: the DEPLOYMENT hands in the client key.
-func tfTree(t *testing.T, closure string, nodes map[string]*testbed.Node) (string, string) {
-	t.Helper()
-	var spec plantest.Tree
-	spec.Closure = closure
-	var key string
-	for name, n := range nodes {
-		spec.Nodes = append(spec.Nodes, plantest.Node{Name: name, Host: "127.0.0.1", Port: n.SSHPort, HostKey: n.HostKey})
-		key = n.KeyFile
-	}
-	dir := plantest.WriteTree(t, t.TempDir(), spec)
-	return dir, fmt.Sprintf(`{"deployment-method":{"tf":{"sshKeyFile":%q}}}`, key)
 }
 
 // tofuState is `tofu show -json` of the tree's state: node to its deployment's attributes.
@@ -98,7 +83,7 @@ func TestTFApplyPlanChangeDestroy(t *testing.T) {
 	needTofu(t)
 	t.Parallel()
 	nodes := map[string]*testbed.Node{"web1": bed.Node(t), "web2": bed.Node(t)}
-	tree, deployment := tfTree(t, "healthy", nodes)
+	tree, deployment := treeFor(t, "tf", "healthy", nodes)
 	env := []string{"DEPLOYMENT=" + deployment, "DEPLOY_EVAL_CACHE_DIR=" + t.TempDir(), "BOOTSTRAP=1", "BOOTSTRAP_SEED=x"}
 
 	r := switchyard(t, env, "tf", "apply", "--tree", tree, "--output", "json")
@@ -196,7 +181,7 @@ func TestTFApplyFailedVerdict(t *testing.T) {
 	needTofu(t)
 	t.Parallel()
 	node := bed.Node(t)
-	tree, deployment := tfTree(t, "failed-unit", map[string]*testbed.Node{"web1": node})
+	tree, deployment := treeFor(t, "tf", "failed-unit", map[string]*testbed.Node{"web1": node})
 	env := []string{"DEPLOYMENT=" + deployment, "DEPLOY_EVAL_CACHE_DIR=" + t.TempDir()}
 
 	// plan --out then apply --plan with another DEPLOYMENT: refused, nothing changed.
@@ -300,7 +285,7 @@ func TestTFPgBackendLock(t *testing.T) {
 	conn := startPostgres(t)
 	t.Parallel()
 	node := bed.Node(t)
-	tree, _ := tfTree(t, "healthy", map[string]*testbed.Node{"web1": node})
+	tree, _ := treeFor(t, "tf", "healthy", map[string]*testbed.Node{"web1": node})
 	connFile := filepath.Join(t.TempDir(), "pg-conn")
 	if err := os.WriteFile(connFile, []byte(conn+"\n"), 0o600); err != nil {
 		t.Fatal(err)

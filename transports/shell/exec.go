@@ -10,12 +10,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/switchyard-nix/switchyard/effects"
+	"github.com/switchyard-nix/switchyard/transports/stream"
 )
 
 // callScript is the fixed script of every hook call:
@@ -115,7 +115,7 @@ func (t *Transport) Run(ctx context.Context, cmd effects.Command) (int, error) {
 	if err != nil {
 		return -1, fmt.Errorf("shell transport: remote_exec: %v", err)
 	}
-	errTail := &tail{}
+	errTail := &stream.Tail{}
 	var stderr io.Writer = errTail
 	if cmd.Stderr != nil {
 		stderr = io.MultiWriter(cmd.Stderr, errTail)
@@ -125,7 +125,7 @@ func (t *Transport) Run(ctx context.Context, cmd effects.Command) (int, error) {
 		return -1, err
 	}
 	if code == 255 {
-		return -1, unreachable(HookRemoteExec, cmd.Argv[0], errTail.last())
+		return -1, unreachable(HookRemoteExec, cmd.Argv[0], errTail.LastLine())
 	}
 	return code, nil
 }
@@ -133,7 +133,7 @@ func (t *Transport) Run(ctx context.Context, cmd effects.Command) (int, error) {
 // step calls a hook that acts on the node; a non-zero status is an error naming
 // the hook with the last line of its stderr, and 255 wraps effects.ErrUnreachable.
 func (t *Transport) step(ctx context.Context, hook string, args ...string) error {
-	errTail := &tail{}
+	errTail := &stream.Tail{}
 	code, err := t.call(ctx, hook, args, nil, nil, nil, errTail, errTail)
 	switch {
 	case err != nil:
@@ -141,21 +141,21 @@ func (t *Transport) step(ctx context.Context, hook string, args ...string) error
 	case code == 0:
 		return nil
 	case code == 255:
-		return unreachable(hook, "", errTail.last())
+		return unreachable(hook, "", errTail.LastLine())
 	}
-	return hookFailed(hook, code, errTail.last())
+	return hookFailed(hook, code, errTail.LastLine())
 }
 
 // output calls a local hook (no arguments) and returns its stdout.
 func (t *Transport) output(ctx context.Context, hook string) (string, error) {
 	var stdout bytes.Buffer
-	errTail := &tail{}
+	errTail := &stream.Tail{}
 	code, err := t.call(ctx, hook, nil, nil, nil, &stdout, errTail, errTail)
 	if err != nil {
 		return "", err
 	}
 	if code != 0 {
-		return "", hookFailed(hook, code, errTail.last())
+		return "", hookFailed(hook, code, errTail.LastLine())
 	}
 	return stdout.String(), nil
 }
@@ -163,7 +163,7 @@ func (t *Transport) output(ctx context.Context, hook string) (string, error) {
 // call runs one hook and returns its exit status. err is set when the hook could
 // not be started, was interrupted, or was never reached (the prologue failed to
 // load); errTail is the tail of the hook's stderr, for the message.
-func (t *Transport) call(ctx context.Context, hook string, args, env []string, stdin io.Reader, stdout, stderr io.Writer, errTail *tail) (int, error) {
+func (t *Transport) call(ctx context.Context, hook string, args, env []string, stdin io.Reader, stdout, stderr io.Writer, errTail *stream.Tail) (int, error) {
 	marker, w, err := os.Pipe()
 	if err != nil {
 		return -1, fmt.Errorf("shell transport: %s: %v", hook, err)
@@ -175,7 +175,7 @@ func (t *Transport) call(ctx context.Context, hook string, args, env []string, s
 	}
 	if !reached(marker) {
 		msg := fmt.Sprintf("shell transport: %s: the hooks file %s did not load (exit %d)", hook, t.hooks, code)
-		if last := errTail.last(); last != "" {
+		if last := errTail.LastLine(); last != "" {
 			msg += ": " + last
 		}
 		return -1, errors.New(msg)
@@ -204,13 +204,13 @@ func (t *Transport) exec(ctx context.Context, argv, env []string, stdin io.Reade
 	// Output after exec returns (from a process left behind) must not reach the
 	// caller's writers any more.
 	if stdout != nil {
-		g := gate(stdout)
-		defer g.close()
+		g := stream.NewGate(stdout)
+		defer g.Close()
 		cmd.Stdout = g
 	}
 	if stderr != nil {
-		g := gate(stderr)
-		defer g.close()
+		g := stream.NewGate(stderr)
+		defer g.Close()
 		cmd.Stderr = g
 	}
 	var in io.WriteCloser
@@ -322,59 +322,4 @@ func unreachable(hook, command, last string) error {
 		msg += ": " + last
 	}
 	return &hookError{msg: msg, unreachable: true}
-}
-
-// tail keeps the end of a stream, for the last line of stderr.
-type tail struct {
-	mu  sync.Mutex
-	buf []byte
-}
-
-const tailSize = 4096
-
-func (t *tail) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf = append(t.buf, p...)
-	if len(t.buf) > tailSize {
-		t.buf = append([]byte(nil), t.buf[len(t.buf)-tailSize:]...)
-	}
-	return len(p), nil
-}
-
-// last is the last non-empty line written, trimmed.
-func (t *tail) last() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	lines := strings.Split(string(t.buf), "\n")
-	for i := len(lines) - 1; i >= 0; i-- {
-		if l := strings.TrimSpace(lines[i]); l != "" {
-			return l
-		}
-	}
-	return ""
-}
-
-// gatedWriter passes writes to w until close; later writes are dropped.
-type gatedWriter struct {
-	mu     sync.Mutex
-	w      io.Writer
-	closed bool
-}
-
-func gate(w io.Writer) *gatedWriter { return &gatedWriter{w: w} }
-
-func (g *gatedWriter) Write(p []byte) (int, error) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.closed {
-		return len(p), nil
-	}
-	return g.w.Write(p)
-}
-
-func (g *gatedWriter) close() {
-	g.mu.Lock()
-	g.closed = true
-	g.mu.Unlock()
 }

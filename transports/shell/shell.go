@@ -64,6 +64,7 @@ import (
 	"time"
 
 	"github.com/switchyard-nix/switchyard/effects"
+	"github.com/switchyard-nix/switchyard/transports/stream"
 )
 
 // The hooks a prologue defines, in SPEC 5's order.
@@ -153,7 +154,7 @@ func New(cfg Config) (*Transport, error) {
 // check sources the prologue and asks which hooks it defines.
 func (t *Transport) check(ctx context.Context) error {
 	var stdout bytes.Buffer
-	stderr := &tail{}
+	stderr := &stream.Tail{}
 	code, err := t.exec(ctx, checkArgv(t.shell, t.hooks, Hooks), nil, nil, &stdout, stderr, nil)
 	if err != nil {
 		return fmt.Errorf("shell transport: checking hooks file %s: %w", t.hooks, err)
@@ -161,7 +162,7 @@ func (t *Transport) check(ctx context.Context) error {
 	lines := strings.Split(strings.TrimRight(stdout.String(), "\n"), "\n")
 	if code != 0 || len(lines) == 0 || lines[len(lines)-1] != checkedMarker {
 		msg := fmt.Sprintf("shell transport: hooks file %s did not load (%s exited %d)", t.hooks, t.shell, code)
-		if last := stderr.last(); last != "" {
+		if last := stderr.LastLine(); last != "" {
 			msg += ": " + last
 		}
 		return errors.New(msg)

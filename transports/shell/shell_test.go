@@ -72,18 +72,6 @@ func TestRemotePath(t *testing.T) {
 	}
 }
 
-func TestTail(t *testing.T) {
-	var tl tail
-	tl.Write([]byte("first\nsecond line  \n\n"))
-	if got := tl.last(); got != "second line" {
-		t.Fatalf("last = %q", got)
-	}
-	tl.Write(bytes.Repeat([]byte("x"), 2*tailSize))
-	if got := tl.last(); len(got) != tailSize {
-		t.Fatalf("tail kept %d bytes, want %d", len(got), tailSize)
-	}
-}
-
 func slicesEqual(a, b []string) bool { return cmp.Equal(a, b) }
 
 // local is a transport over testdata/local-hooks.sh, whose "node" is this machine.

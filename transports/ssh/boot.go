@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/switchyard-nix/switchyard/effects"
+	"github.com/switchyard-nix/switchyard/transports/stream"
 )
 
 // systemProfile is the NixOS system profile.
@@ -43,14 +44,14 @@ func (t *Transport) RevertBootloader(ctx context.Context) error {
 // step runs one command of a bootloader hook; its error names the step, the exit
 // status and the last line of stderr.
 func (t *Transport) step(ctx context.Context, what string, path []string, argv ...string) error {
-	var errOut tailBuffer
+	var errOut stream.Tail
 	code, err := t.Run(ctx, effects.Command{Argv: argv, Stderr: &errOut, Path: path})
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	if code != 0 {
 		msg := fmt.Sprintf("%s: %s exited %d", what, argv[0], code)
-		if last := lastLine(errOut.String()); last != "" {
+		if last := errOut.LastLine(); last != "" {
 			msg += ": " + last
 		}
 		return fmt.Errorf("%s", msg)

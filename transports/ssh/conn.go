@@ -16,6 +16,7 @@ import (
 	"golang.org/x/crypto/ssh/knownhosts"
 
 	"github.com/switchyard-nix/switchyard/effects"
+	"github.com/switchyard-nix/switchyard/transports/stream"
 )
 
 // errClosed is returned by a Run after Close.
@@ -86,7 +87,7 @@ func (t *Transport) checkSudo(ctx context.Context, c *gossh.Client) error {
 	}
 	defer sess.Close()
 	var stderr bytes.Buffer
-	sess.Stderr = gate(&stderr)
+	sess.Stderr = stream.NewGate(&stderr)
 	done := make(chan error, 1)
 	go func() { done <- sess.Run("exec sudo -n true") }()
 	select {

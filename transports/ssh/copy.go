@@ -1,16 +1,15 @@
 package ssh
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"sync"
 
 	"github.com/switchyard-nix/switchyard/effects"
 	"github.com/switchyard-nix/switchyard/transports/nixserve"
+	"github.com/switchyard-nix/switchyard/transports/stream"
 )
 
 // serveArgv is the node's side of a copy: Nix's serve protocol on its standard
@@ -44,7 +43,7 @@ func (t *Transport) CopyClosure(ctx context.Context, paths []string) error {
 func (t *Transport) copyClosure(ctx context.Context, paths []string, local nixserve.Store) (nixserve.Stats, error) {
 	stdinR, stdinW := io.Pipe()
 	stdoutR, stdoutW := io.Pipe()
-	stderr := &lockedTail{}
+	stderr := &stream.Tail{}
 	type result struct {
 		code int
 		err  error
@@ -80,7 +79,7 @@ func (t *Transport) copyClosure(ctx context.Context, paths []string, local nixse
 		return st, fmt.Errorf("copy: %w", res.err)
 	case res.code != 0:
 		msg := fmt.Sprintf("nix-store --serve on the node exited %d", res.code)
-		if last := stderr.lastLine(); last != "" {
+		if last := stderr.LastLine(); last != "" {
 			msg += ": " + last
 		}
 		if copyErr == nil || errors.Is(copyErr, errServeEnded) {
@@ -92,24 +91,6 @@ func (t *Transport) copyClosure(ctx context.Context, paths []string, local nixse
 		return st, fmt.Errorf("copy: %w", copyErr)
 	}
 	return st, nil
-}
-
-// lockedTail is a tailBuffer safe for the session's writes while a copy reads.
-type lockedTail struct {
-	mu sync.Mutex
-	b  tailBuffer
-}
-
-func (l *lockedTail) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedTail) lastLine() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return lastLine(l.b.String())
 }
 
 // LastCopy tells what the transport's last CopyClosure did: the paths of the
@@ -132,29 +113,3 @@ func (t *Transport) setLastCopy(st nixserve.Stats) {
 	defer t.mu.Unlock()
 	t.lastCopy = st
 }
-
-// lastLine is the last non-empty line of s.
-func lastLine(s string) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	for i := len(lines) - 1; i >= 0; i-- {
-		if l := strings.TrimSpace(lines[i]); l != "" {
-			return l
-		}
-	}
-	return ""
-}
-
-// tailBuffer keeps the last tailMax bytes written to it.
-type tailBuffer struct{ b []byte }
-
-const tailMax = 16 << 10
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.b = append(t.b, p...)
-	if len(t.b) > tailMax {
-		t.b = append(t.b[:0], t.b[len(t.b)-tailMax:]...)
-	}
-	return len(p), nil
-}
-
-func (t *tailBuffer) String() string { return string(bytes.ToValidUTF8(t.b, nil)) }

@@ -23,20 +23,6 @@ import (
 	"github.com/switchyard-nix/switchyard/transports/nixserve"
 )
 
-func TestLastLineAndTail(t *testing.T) {
-	if got := lastLine("copying 2 paths...\nerror: path '/nix/store/x' is not valid\n\n  \n"); got != "error: path '/nix/store/x' is not valid" {
-		t.Errorf("lastLine = %q", got)
-	}
-	var tb tailBuffer
-	for i := 0; i < 3*tailMax/10; i++ {
-		tb.Write([]byte("0123456789"))
-	}
-	tb.Write([]byte("\nlast line\n"))
-	if len(tb.String()) > tailMax || lastLine(tb.String()) != "last line" {
-		t.Errorf("tail buffer: %d bytes, last line %q", len(tb.String()), lastLine(tb.String()))
-	}
-}
-
 // LastCopy is per transport.
 func TestLastCopy(t *testing.T) {
 	pub, _, err := ed25519.GenerateKey(rand.Reader)

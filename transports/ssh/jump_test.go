@@ -2,78 +2,19 @@ package ssh_test
 
 import (
 	"bytes"
-	"context"
-	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
-	osexec "os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/switchyard-nix/switchyard/effects"
 	"github.com/switchyard-nix/switchyard/testbed"
 	"github.com/switchyard-nix/switchyard/transports/ssh"
 )
-
-// jumpTargetPort is where a jump node reaches the target's sshd on its own loopback.
-const jumpTargetPort = 2200
-
-// forwardThrough makes jump's 127.0.0.1:2200 reach target's sshd: an Incus proxy
-// device listening inside jump, connecting to the host's loopback port that
-// forwards to target. All of it stays on loopback; the nodes have no network.
-func forwardThrough(t *testing.T, jump, target *testbed.Node) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	out, err := osexec.CommandContext(ctx, "incus", "config", "device", "add", jump.Name, "tgt", "proxy", "bind=instance",
-		fmt.Sprintf("listen=tcp:127.0.0.1:%d", jumpTargetPort), fmt.Sprintf("connect=tcp:127.0.0.1:%d", target.SSHPort)).CombinedOutput()
-	if err != nil {
-		t.Fatalf("proxy device on %s: %v: %s", jump.Name, err, out)
-	}
-}
-
-// otherKey is an ed25519 host key no node has, as "ssh-ed25519 AAAA...".
-func otherKey(t *testing.T) string {
-	t.Helper()
-	pub, _, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, err := gossh.NewPublicKey(pub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.TrimSpace(string(gossh.MarshalAuthorizedKey(k)))
-}
-
-// jumpFiles writes an ssh config reaching "target" through jump and a known_hosts
-// file with the given keys for both hops.
-func jumpFiles(t *testing.T, jump *testbed.Node, jumpKey, targetKey string) (conf, known string) {
-	t.Helper()
-	dir := t.TempDir()
-	conf = filepath.Join(dir, "ssh_config")
-	if err := os.WriteFile(conf, []byte(fmt.Sprintf(`Host target
-  HostName 127.0.0.1
-  Port %d
-  ProxyJump root@127.0.0.1:%d
-`, jumpTargetPort, jump.SSHPort)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	known = filepath.Join(dir, "known_hosts")
-	if err := os.WriteFile(known, []byte(fmt.Sprintf("[127.0.0.1]:%d %s\n[127.0.0.1]:%d %s\n",
-		jump.SSHPort, jumpKey, jumpTargetPort, targetKey)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return conf, known
-}
 
 // A node behind a jump host, from the user's ssh config: one TCP connection to
 // the jump host, host keys checked on both hops.
@@ -82,8 +23,8 @@ func TestNodeProxyJump(t *testing.T) {
 	t.Parallel()
 	target := bed.Node(t)
 	jump := bed.Node(t)
-	forwardThrough(t, jump, target)
-	conf, known := jumpFiles(t, jump, jump.HostKey, target.HostKey)
+	testbed.ForwardThrough(t, jump, target)
+	conf, known := testbed.JumpFiles(t, jump, jump.HostKey, target.HostKey)
 
 	newTr := func(known string) *ssh.Transport {
 		tr, err := ssh.New(ssh.Config{Host: "target", SSHConfigFile: conf, KnownHostsFile: known,
@@ -95,7 +36,7 @@ func TestNodeProxyJump(t *testing.T) {
 		return tr
 	}
 	tr := newTr(known)
-	if got, want := tr.Target(), fmt.Sprintf("ssh root@127.0.0.1:%d", jumpTargetPort); got != want {
+	if got, want := tr.Target(), fmt.Sprintf("ssh root@127.0.0.1:%d", testbed.JumpTargetPort); got != want {
 		t.Errorf("Target() = %q, want %q", got, want)
 	}
 	// The nodes share a host name (the image's): tell them apart by a file.
@@ -137,10 +78,10 @@ func TestNodeProxyJump(t *testing.T) {
 
 	// A wrong host key on either hop refuses the node, naming that hop.
 	for name, c := range map[string]struct{ jumpKey, targetKey, names string }{
-		"jump host": {otherKey(t), target.HostKey, fmt.Sprintf("jump host 127.0.0.1:%d", jump.SSHPort)},
-		"target":    {jump.HostKey, otherKey(t), fmt.Sprintf("127.0.0.1:%d", jumpTargetPort)},
+		"jump host": {testbed.StrangerHostKey(t), target.HostKey, fmt.Sprintf("jump host 127.0.0.1:%d", jump.SSHPort)},
+		"target":    {jump.HostKey, testbed.StrangerHostKey(t), fmt.Sprintf("127.0.0.1:%d", testbed.JumpTargetPort)},
 	} {
-		_, known := jumpFiles(t, jump, c.jumpKey, c.targetKey)
+		_, known := testbed.JumpFiles(t, jump, c.jumpKey, c.targetKey)
 		tr := newTr(known)
 		_, err := tr.Run(ctxFor(t, time.Minute), effects.Command{Argv: []string{"touch", "/root/touched-through-jump"}})
 		if !errors.Is(err, effects.ErrRefused) {

@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"sync"
 	"time"
 
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/switchyard-nix/switchyard/effects"
+	"github.com/switchyard-nix/switchyard/transports/stream"
 )
 
 // cancelGrace is how long a cancelled command has between SIGINT and the session's close.
@@ -56,9 +56,9 @@ func (t *Transport) Run(ctx context.Context, cmd effects.Command) (int, error) {
 
 	// The writers are closed when Run returns: after a cancel the session may
 	// still deliver output, which must not reach the caller's writers any more.
-	stdout, stderr := gate(cmd.Stdout), gate(cmd.Stderr)
-	defer stdout.close()
-	defer stderr.close()
+	stdout, stderr := stream.NewGate(cmd.Stdout), stream.NewGate(cmd.Stderr)
+	defer stdout.Close()
+	defer stderr.Close()
 	sess.Stdout, sess.Stderr = stdout, stderr
 	if cmd.Stdin != nil {
 		// A pipe, not sess.Stdin: Wait would wait for the copy, and a reader that
@@ -193,29 +193,4 @@ func commandLine(argv, path []string, sudo bool) string {
 		b.WriteString(shellQuote(a))
 	}
 	return b.String()
-}
-
-// gatedWriter passes writes to w until close; later writes are dropped. A nil w
-// discards.
-type gatedWriter struct {
-	mu     sync.Mutex
-	w      io.Writer
-	closed bool
-}
-
-func gate(w io.Writer) *gatedWriter { return &gatedWriter{w: w} }
-
-func (g *gatedWriter) Write(p []byte) (int, error) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.closed || g.w == nil {
-		return len(p), nil
-	}
-	return g.w.Write(p)
-}
-
-func (g *gatedWriter) close() {
-	g.mu.Lock()
-	g.closed = true
-	g.mu.Unlock()
 }

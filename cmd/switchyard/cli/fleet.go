@@ -114,8 +114,7 @@ func (f *fleet) deploy(ctx context.Context, verdictOnly bool) int {
 	}()
 	results := effects.RunFleet(ctx, deploys, f.width())
 	ok, failed, code := 0, 0, 0
-	for name, c := range codes {
-		_ = name
+	for _, c := range codes {
 		failed++
 		code = max(code, c)
 	}
