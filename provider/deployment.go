@@ -119,6 +119,14 @@ func (d *deployment) Update(ctx context.Context, req resource.UpdateRequest, res
 		return
 	}
 	d.deploy(ctx, &m, func(summary, detail string) { resp.Diagnostics.AddError(summary, detail) })
+	// A retry on a node already running the toplevel (a failed verdict deployed
+	// again) says the node ran that toplevel before: keep the generation that came
+	// before it, the one to roll back to.
+	var prior deploymentModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &prior)...)
+	if m.Previous.Equal(m.Toplevel) && prior.Toplevel.Equal(m.Toplevel) {
+		m.Previous = prior.Previous
+	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
 }
 

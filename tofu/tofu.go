@@ -6,8 +6,9 @@
 package tofu
 
 import (
+	"context"
+	"crypto/rand"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -21,22 +22,6 @@ import (
 
 	"github.com/switchyard-nix/switchyard/provider"
 )
-
-// EnvTofu names the OpenTofu binary to use.
-const EnvTofu = "SWITCHYARD_TOFU"
-
-// Find gives the OpenTofu binary: $SWITCHYARD_TOFU, else tofu on PATH, else terraform.
-func Find(getenv func(string) string, lookPath func(string) (string, error)) (string, error) {
-	if p := getenv(EnvTofu); p != "" {
-		return p, nil
-	}
-	for _, name := range []string{"tofu", "terraform"} {
-		if p, err := lookPath(name); err == nil {
-			return p, nil
-		}
-	}
-	return "", errors.New("OpenTofu not found: set SWITCHYARD_TOFU or put tofu (or terraform) on PATH")
-}
 
 // ResourceType and ResourceName address the deployments: switchyard_deployment.node["<node>"].
 const (
@@ -75,17 +60,27 @@ func orNull[T comparable](v T) any {
 	return v
 }
 
-// MainConfig is main.tf.json: the provider requirement, the backend and one
-// deployment per node (for_each over the nodes, keyed by node name).
-func MainConfig(nodes []Node, b Backend) ([]byte, error) {
+// SelfRead is the data source through which the configuration reads its own state
+// (the previous run's outputs). It fails on a state that does not exist yet, hence
+// Seed before every verb that plans.
+const SelfRead = "data.terraform_remote_state.self"
+
+// MainConfig is main.tf.json: the provider requirement, the backend, one deployment
+// per node (for_each over local.nodes, keyed by node name), the `deployments` output
+// (node to its deployed toplevel, nixos_conf and verdict), and the self-read of the
+// previous run's `deployments`. A run over the whole tree also gets a check that
+// warns of nodes leaving the state: they are forgotten, never touched. A subset run
+// (-target) leaves the other nodes alone, so it has no such check.
+func MainConfig(nodes []Node, b Backend, subset bool) ([]byte, error) {
 	backend := map[string]any{}
 	switch b.Kind {
 	case "", "local":
-		backend["local"] = map[string]any{"path": escape(b.Path)}
+		b.Kind = "local"
+		backend["path"] = escape(b.Path)
 	case "pg":
 		// The connection string comes from PG_CONN_STR in OpenTofu's environment:
 		// a credential, never written to a file.
-		backend["pg"] = map[string]any{"schema_name": "switchyard"}
+		backend["schema_name"] = "switchyard"
 	default:
 		return nil, fmt.Errorf("stateBackend %q: not local or pg", b.Kind)
 	}
@@ -102,13 +97,21 @@ func MainConfig(nodes []Node, b Backend) ([]byte, error) {
 			"required_providers": map[string]any{
 				"switchyard": map[string]any{"source": provider.Address, "version": provider.Version},
 			},
-			"backend": backend,
+			"backend": map[string]any{b.Kind: backend},
 		},
 		"provider": map[string]any{"switchyard": map[string]any{}},
+		"locals":   map[string]any{"nodes": each},
+		"data": map[string]any{"terraform_remote_state": map[string]any{"self": map[string]any{
+			"backend": b.Kind, "config": backend,
+		}}},
+		"output": map[string]any{"deployments": map[string]any{
+			"description": "node to its deployed toplevel, nixos_conf and verdict",
+			"value":       "${{}}",
+		}},
 	}
 	if len(nodes) > 0 {
 		cfg["resource"] = map[string]any{ResourceType: map[string]any{ResourceName: map[string]any{
-			"for_each":         each,
+			"for_each":         "${local.nodes}",
 			"node":             "${each.key}",
 			"nixos_conf":       "${each.value.nixos_conf}",
 			"drv":              "${each.value.drv}",
@@ -118,6 +121,15 @@ func MainConfig(nodes []Node, b Backend) ([]byte, error) {
 			"host_key":         "${each.value.host_key}",
 			"known_hosts_file": "${each.value.known_hosts_file}",
 		}}}
+		cfg["output"].(map[string]any)["deployments"].(map[string]any)["value"] =
+			"${{for k, d in " + ResourceType + "." + ResourceName + " : k => {toplevel = d.toplevel, nixos_conf = d.nixos_conf, ok = d.ok}}}"
+	}
+	if !subset {
+		leaving := "setsubtract(keys(try(" + SelfRead + ".outputs.deployments, {})), keys(local.nodes))"
+		cfg["check"] = map[string]any{"nodes_leaving": map[string]any{"assert": []any{map[string]any{
+			"condition":     "${length(" + leaving + ") == 0}",
+			"error_message": "${format(\"leaving the state (forgotten; the machines are not touched): %s\", join(\", \", sort(" + leaving + ")))}",
+		}}}}
 	}
 	out, err := json.MarshalIndent(cfg, "", "  ")
 	if err != nil {
@@ -192,33 +204,47 @@ type Workspace struct {
 	Bin       string
 	CLIConfig string // the CLI configuration file
 	Env       map[string]string
+	Backend   Backend
 }
 
-// Prepare writes the working directory for nodes: main.tf.json, the CLI
-// configuration and the mirror's link to self (the switchyard binary). The lock file
-// is removed so init records the current binary's hash.
-func Prepare(stateDir, bin, self string, nodes []Node, b Backend, environ []string, extra map[string]string) (*Workspace, error) {
-	dir := filepath.Join(stateDir, "tofu")
+// Setup is what Prepare generates a working directory from.
+type Setup struct {
+	StateDir string
+	Bin      string // OpenTofu
+	Self     string // the switchyard binary, OpenTofu's provider
+	Nodes    []Node
+	Backend  Backend
+	Subset   bool              // the run is -targeted at Nodes, a part of the tree
+	Environ  []string          // the environment OpenTofu's is made from (Env)
+	Extra    map[string]string // added to it
+}
+
+// Prepare writes the working directory: main.tf.json, the CLI configuration and the
+// mirror's link to Self. The lock file is removed so init records the current
+// binary's hash.
+func Prepare(s Setup) (*Workspace, error) {
+	dir := filepath.Join(s.StateDir, "tofu")
 	plugins := filepath.Join(dir, "plugins")
 	link := PluginPath(plugins)
 	if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
 		return nil, err
 	}
-	if cur, err := os.Readlink(link); err != nil || cur != self {
+	if cur, err := os.Readlink(link); err != nil || cur != s.Self {
 		os.Remove(link)
-		if err := os.Symlink(self, link); err != nil {
+		if err := os.Symlink(s.Self, link); err != nil {
 			return nil, err
 		}
 	}
+	b := s.Backend
 	if b.Kind == "" || b.Kind == "local" {
 		// Not terraform.tfstate in the working directory: that is the implicit local
 		// state, which init would take for another backend and migrate away.
-		b.Path = StatePath(stateDir)
+		b = Backend{Kind: "local", Path: StatePath(s.StateDir)}
 		if err := os.MkdirAll(filepath.Dir(b.Path), 0o755); err != nil {
 			return nil, err
 		}
 	}
-	main, err := MainConfig(nodes, b)
+	main, err := MainConfig(s.Nodes, b, s.Subset)
 	if err != nil {
 		return nil, err
 	}
@@ -232,7 +258,69 @@ func Prepare(stateDir, bin, self string, nodes []Node, b Backend, environ []stri
 	if err := os.Remove(filepath.Join(dir, ".terraform.lock.hcl")); err != nil && !os.IsNotExist(err) {
 		return nil, err
 	}
-	return &Workspace{Dir: dir, Bin: bin, CLIConfig: cliConfig, Env: Env(environ, cliConfig, extra)}, nil
+	return &Workspace{Dir: dir, Bin: s.Bin, CLIConfig: cliConfig, Env: Env(s.Environ, cliConfig, s.Extra), Backend: b}, nil
+}
+
+// EmptyState is a state with no resources and no outputs, as written by OpenTofu
+// version v, with a fresh lineage.
+func EmptyState(v string) ([]byte, error) {
+	var id [16]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return nil, err
+	}
+	id[6] = id[6]&0x0f | 0x40 // a random (version 4) UUID, as OpenTofu makes them
+	id[8] = id[8]&0x3f | 0x80
+	lineage := fmt.Sprintf("%x-%x-%x-%x-%x", id[0:4], id[4:6], id[6:8], id[8:10], id[10:])
+	return json.MarshalIndent(map[string]any{
+		"version": 4, "terraform_version": v, "serial": 0, "lineage": lineage,
+		"outputs": map[string]any{}, "resources": []any{},
+	}, "", "  ")
+}
+
+// Seed gives the backend an empty state when it holds none, so that the first
+// run's self-read (SelfRead) finds a state instead of failing. A state that exists
+// is never touched. The push takes the state lock, so a run holding it makes Seed
+// fail with OpenTofu's lock error.
+func (w *Workspace) Seed(ctx context.Context, tf *tfexec.Terraform, v string) error {
+	if w.Backend.Kind == "local" {
+		// Cheap case: no OpenTofu process when the state file is there.
+		if fi, err := os.Stat(w.Backend.Path); err == nil && fi.Size() > 0 {
+			return nil
+		}
+	}
+	// pg's init leaves a placeholder state without a lineage, which the self-read
+	// takes for none.
+	held := func() (bool, error) {
+		s, err := tf.StatePull(ctx)
+		if err != nil || strings.TrimSpace(s) == "" {
+			return false, err
+		}
+		var st struct{ Lineage string }
+		if err := json.Unmarshal([]byte(s), &st); err != nil {
+			return false, fmt.Errorf("state pull: %w", err)
+		}
+		return st.Lineage != "", nil
+	}
+	if ok, err := held(); err != nil || ok {
+		return err
+	}
+	empty, err := EmptyState(v)
+	if err != nil {
+		return err
+	}
+	file := filepath.Join(w.Dir, "empty.tfstate")
+	if err := writeFile(file, empty); err != nil {
+		return err
+	}
+	defer os.Remove(file)
+	if err := tf.StatePush(ctx, file); err != nil {
+		// Another run may have seeded it first (its lineage differs from ours).
+		if ok, _ := held(); ok && !strings.Contains(err.Error(), "state lock") {
+			return nil
+		}
+		return err
+	}
+	return nil
 }
 
 func writeFile(path string, b []byte) error {
@@ -261,6 +349,11 @@ func (w *Workspace) Command(args ...string) *exec.Cmd {
 	cmd.Dir = w.Dir
 	cmd.Env = EnvList(w.Env)
 	return cmd
+}
+
+// Address is the resource address of node's deployment.
+func Address(node string) string {
+	return fmt.Sprintf("%s.%s[%s]", ResourceType, ResourceName, strconv.Quote(node))
 }
 
 var addrRE = regexp.MustCompile(`^` + ResourceType + `\.` + ResourceName + `\["((?:[^"\\]|\\.)*)"\]`)

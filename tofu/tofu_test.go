@@ -2,44 +2,20 @@ package tofu
 
 import (
 	"encoding/json"
-	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
 	tfjson "github.com/hashicorp/terraform-json"
 )
 
-func TestFind(t *testing.T) {
-	none := func(string) (string, error) { return "", errors.New("no") }
-	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
-	if p, err := Find(env(map[string]string{EnvTofu: "/x/tofu"}), none); err != nil || p != "/x/tofu" {
-		t.Errorf("SWITCHYARD_TOFU: %q %v", p, err)
-	}
-	onlyTerraform := func(n string) (string, error) {
-		if n == "terraform" {
-			return "/usr/local/bin/terraform", nil
-		}
-		return "", errors.New("no")
-	}
-	if p, err := Find(env(nil), onlyTerraform); err != nil || p != "/usr/local/bin/terraform" {
-		t.Errorf("terraform fallback: %q %v", p, err)
-	}
-	both := func(n string) (string, error) { return "/bin/" + n, nil }
-	if p, _ := Find(env(nil), both); p != "/bin/tofu" {
-		t.Errorf("tofu first: %q", p)
-	}
-	if _, err := Find(env(nil), none); err == nil || !strings.Contains(err.Error(), "SWITCHYARD_TOFU") {
-		t.Errorf("missing: %v", err)
-	}
-}
-
 func TestMainConfig(t *testing.T) {
 	b, err := MainConfig([]Node{
 		{Name: "web1", NixosConf: "c1", Drv: "/nix/store/a.drv", Host: "127.0.0.1", Port: 2222, HostKey: "ssh-ed25519 AAAA"},
 		{Name: "web2", NixosConf: "c2", Drv: "/nix/store/b.drv", Host: "h${x}"},
-	}, Backend{Path: "/s/terraform.tfstate"})
+	}, Backend{Path: "/s/terraform.tfstate"}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,6 +25,10 @@ func TestMainConfig(t *testing.T) {
 			Backend           map[string]map[string]string `json:"backend"`
 		}
 		Resource map[string]map[string]map[string]any
+		Locals   map[string]map[string]any
+		Data     map[string]map[string]map[string]any
+		Check    map[string]any
+		Output   map[string]map[string]any
 	}
 	if err := json.Unmarshal(b, &cfg); err != nil {
 		t.Fatal(err)
@@ -60,7 +40,10 @@ func TestMainConfig(t *testing.T) {
 		t.Errorf("backend: %v", cfg.Terraform.Backend)
 	}
 	r := cfg.Resource["switchyard_deployment"]["node"]
-	each := r["for_each"].(map[string]any)
+	each := cfg.Locals["nodes"]
+	if r["for_each"] != "${local.nodes}" {
+		t.Errorf("for_each: %v", r["for_each"])
+	}
 	w1 := each["web1"].(map[string]any)
 	if w1["nixos_conf"] != "c1" || w1["port"] != 2222.0 || w1["user"] != nil || w1["drv"] != "/nix/store/a.drv" {
 		t.Errorf("web1: %v", w1)
@@ -71,11 +54,23 @@ func TestMainConfig(t *testing.T) {
 	if r["nixos_conf"] != "${each.value.nixos_conf}" || r["node"] != "${each.key}" {
 		t.Errorf("resource: %v", r)
 	}
-	pg, err := MainConfig(nil, Backend{Kind: "pg"})
-	if err != nil || strings.Contains(string(pg), "conn_str") || !strings.Contains(string(pg), `"pg"`) || strings.Contains(string(pg), `"resource"`) {
+	// The self-read reads the very backend the state is in.
+	self := cfg.Data["terraform_remote_state"]["self"]
+	if self["backend"] != "local" || self["config"].(map[string]any)["path"] != "/s/terraform.tfstate" {
+		t.Errorf("self-read: %v", self)
+	}
+	if cfg.Check["nodes_leaving"] == nil || !strings.Contains(cfg.Output["deployments"]["value"].(string), "switchyard_deployment.node") {
+		t.Errorf("check %v, output %v", cfg.Check, cfg.Output)
+	}
+	sub, _ := MainConfig(nil, Backend{Path: "/s"}, true)
+	if strings.Contains(string(sub), "nodes_leaving") {
+		t.Errorf("a subset run warns of nodes leaving: %s", sub)
+	}
+	pg, err := MainConfig(nil, Backend{Kind: "pg"}, false)
+	if err != nil || strings.Contains(string(pg), "conn_str") || strings.Count(string(pg), `"pg"`) != 2 || strings.Contains(string(pg), `"resource"`) {
 		t.Errorf("pg: %v %s", err, pg)
 	}
-	if _, err := MainConfig(nil, Backend{Kind: "s3"}); err == nil {
+	if _, err := MainConfig(nil, Backend{Kind: "s3"}, false); err == nil {
 		t.Error("unknown backend accepted")
 	}
 }
@@ -105,6 +100,35 @@ func TestEnv(t *testing.T) {
 	}
 }
 
+func TestEmptyState(t *testing.T) {
+	a, _ := EmptyState("1.10.6")
+	b, _ := EmptyState("1.10.6")
+	var s struct {
+		Version   int
+		Serial    int
+		Lineage   string
+		Resources []any
+		Outputs   map[string]any
+		TFVersion string `json:"terraform_version"`
+	}
+	if err := json.Unmarshal(a, &s); err != nil {
+		t.Fatal(err)
+	}
+	if s.Version != 4 || s.Serial != 0 || s.TFVersion != "1.10.6" || len(s.Resources) != 0 || s.Outputs == nil ||
+		!regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`).MatchString(s.Lineage) {
+		t.Errorf("empty state: %s", a)
+	}
+	if string(a) == string(b) {
+		t.Error("two empty states share a lineage")
+	}
+}
+
+func TestAddress(t *testing.T) {
+	if a := Address("web1"); a != `switchyard_deployment.node["web1"]` || NodeOf(a) != "web1" {
+		t.Errorf("Address: %s", a)
+	}
+}
+
 func TestNodeOf(t *testing.T) {
 	for addr, want := range map[string]string{
 		`switchyard_deployment.node["web1"]`:   "web1",
@@ -121,7 +145,8 @@ func TestNodeOf(t *testing.T) {
 func TestPrepare(t *testing.T) {
 	state := t.TempDir()
 	self, _ := os.Executable()
-	w, err := Prepare(state, "/bin/tofu", self, []Node{{Name: "web1", NixosConf: "c", Drv: "d", Host: "h"}}, Backend{}, []string{"BOOTSTRAP=1"}, nil)
+	w, err := Prepare(Setup{StateDir: state, Bin: "/bin/tofu", Self: self,
+		Nodes: []Node{{Name: "web1", NixosConf: "c", Drv: "d", Host: "h"}}, Environ: []string{"BOOTSTRAP=1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +161,10 @@ func TestPrepare(t *testing.T) {
 		t.Error("BOOTSTRAP kept")
 	}
 	// Again, with another binary: the link follows.
-	if _, err := Prepare(state, "/bin/tofu", "/other", nil, Backend{}, nil, nil); err != nil {
+	if w.Backend != (Backend{Kind: "local", Path: StatePath(state)}) {
+		t.Errorf("backend %+v", w.Backend)
+	}
+	if _, err := Prepare(Setup{StateDir: state, Bin: "/bin/tofu", Self: "/other"}); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := os.Readlink(PluginPath(filepath.Join(state, "tofu", "plugins"))); got != "/other" {

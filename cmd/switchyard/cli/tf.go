@@ -31,13 +31,17 @@ type tfRun struct {
 
 	drvs   map[string]string // node to its toplevel derivation (apply, plan, run)
 	locked atomic.Bool       // OpenTofu's -json stream said the state lock was held
+
+	targets []*tfexec.TargetOption // a subset run's -target options
 }
 
 func (r *tfRun) json() bool { return r.mr.f.output == "json" }
 
 func (r *tfRun) run(ctx context.Context) (int, error) {
-	bin, err := tofu.Find(r.mr.e.getenv, exec.LookPath)
-	if err != nil {
+	bin, err := tofu.Locate(ctx, r.mr.e.getenv)
+	if errors.Is(err, tofu.ErrBadTofu) {
+		return ExitRefused, fmt.Errorf("%w: %w", err, errRefused)
+	} else if err != nil {
 		return ExitInfra, err
 	}
 	// apply, plan and run hand the provider each node's derivation, evaluated through
@@ -87,7 +91,9 @@ func (r *tfRun) run(ctx context.Context) (int, error) {
 		}
 		extra["PG_CONN_STR"] = strings.TrimSpace(string(b))
 	}
-	r.ws, err = tofu.Prepare(r.stateDir, bin, self, nodes, backend, os.Environ(), extra)
+	subset := r.mr.f.group != "" || len(r.mr.f.nodes) > 0
+	r.ws, err = tofu.Prepare(tofu.Setup{StateDir: r.stateDir, Bin: bin.Path, Self: self, Nodes: nodes,
+		Backend: backend, Subset: subset, Environ: os.Environ(), Extra: extra})
 	if err != nil {
 		return ExitInfra, fmt.Errorf("OpenTofu working directory: %w", err)
 	}
@@ -97,6 +103,21 @@ func (r *tfRun) run(ctx context.Context) (int, error) {
 	if err := r.init(ctx); err != nil {
 		return ExitInfra, err
 	}
+	// Every verb here plans (run may), and planning reads the configuration's own
+	// state: an empty one first, so the first run's self-read does not fail.
+	if err := r.ws.Seed(ctx, r.tf, bin.Version.String()); err != nil {
+		if lerr := r.lockRefusal(err); lerr != nil {
+			return ExitRefused, lerr
+		}
+		return ExitInfra, fmt.Errorf("seeding an empty OpenTofu state: %s", oneLine(err))
+	}
+	if subset {
+		// --group or --node: only these nodes' deployments are planned; the others
+		// in the state are left as they are, not forgotten.
+		for _, n := range nodes {
+			r.targets = append(r.targets, tfexec.Target(tofu.Address(n.Name)))
+		}
+	}
 	switch r.mr.verb {
 	case "apply":
 		return r.apply(ctx)
@@ -104,17 +125,19 @@ func (r *tfRun) run(ctx context.Context) (int, error) {
 		return r.plan(ctx)
 	case "destroy":
 		return r.simple(ctx, "destroy", func(w io.Writer) error {
+			opts := targets[tfexec.DestroyOption](r.targets)
 			if r.json() {
-				return r.tf.DestroyJSON(ctx, w)
+				return r.tf.DestroyJSON(ctx, w, opts...)
 			}
-			return r.tf.Destroy(ctx)
+			return r.tf.Destroy(ctx, opts...)
 		})
 	case "refresh":
 		return r.simple(ctx, "refresh", func(w io.Writer) error {
+			opts := targets[tfexec.RefreshCmdOption](r.targets)
 			if r.json() {
-				return r.tf.RefreshJSON(ctx, w)
+				return r.tf.RefreshJSON(ctx, w, opts...)
 			}
-			return r.tf.Refresh(ctx)
+			return r.tf.Refresh(ctx, opts...)
 		})
 	case "run":
 		return r.raw(ctx)
@@ -217,10 +240,11 @@ func (r *tfRun) simple(ctx context.Context, what string, do func(io.Writer) erro
 func (r *tfRun) apply(ctx context.Context) (int, error) {
 	w, wait := r.events()
 	var err error
+	opts := targets[tfexec.ApplyOption](r.targets)
 	if r.json() {
-		err = r.tf.ApplyJSON(ctx, w)
+		err = r.tf.ApplyJSON(ctx, w, opts...)
 	} else {
-		err = r.tf.Apply(ctx)
+		err = r.tf.Apply(ctx, opts...)
 	}
 	wait()
 	if lerr := r.lockRefusal(err); lerr != nil {
@@ -295,10 +319,11 @@ func (r *tfRun) plan(ctx context.Context) (int, error) {
 	w, wait := r.events()
 	planFile := r.ws.Dir + "/switchyard.tfplan"
 	var err error
+	opts := append(targets[tfexec.PlanOption](r.targets), tfexec.Out(planFile))
 	if r.json() {
-		_, err = r.tf.PlanJSON(ctx, w, tfexec.Out(planFile))
+		_, err = r.tf.PlanJSON(ctx, w, opts...)
 	} else {
-		_, err = r.tf.Plan(ctx, tfexec.Out(planFile))
+		_, err = r.tf.Plan(ctx, opts...)
 	}
 	wait()
 	if lerr := r.lockRefusal(err); lerr != nil {
@@ -361,6 +386,15 @@ func (r *tfRun) raw(ctx context.Context) (int, error) {
 		r.out.Summary(len(r.p.Nodes), 0, 0, code)
 	}
 	return code, err
+}
+
+// targets gives the -target options as the option type of one command.
+func targets[O any](ts []*tfexec.TargetOption) []O {
+	out := make([]O, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, any(t).(O))
+	}
+	return out
 }
 
 const lockMessage = "acquiring the state lock"
