@@ -32,7 +32,9 @@
           sw = self.packages.${system}.default;
           app = method: {
             type = "app";
+            # The OpenTofu methods run nixpkgs' opentofu unless SWITCHYARD_TOFU names another.
             program = toString (pkgs.writeShellScript "switchyard-${method}" ''
+              ${nixpkgs.lib.optionalString (method != "ssh") ''export SWITCHYARD_TOFU="''${SWITCHYARD_TOFU:-${pkgs.opentofu}/bin/tofu}"''}
               exec ${sw}/bin/switchyard ${method} "$@"
             '');
           };
