@@ -8,11 +8,13 @@
 //	(b) a re-copy of the present closure, against `ssh node true`;
 //	(c) peak RSS of the copying process;
 //	(d) TCP connections opened per deploy (counted by the node's sshd);
-//	(e) the per-phase times of one healthy deploy.
+//	(e) the per-phase times of one healthy deploy;
+//	(f) a no-op `tf apply` on two nodes, against a bare `tofu plan` on the same
+//	    state (bench/tf.go; needs OpenTofu, -tf=false skips it).
 //
 // Run as root on a machine with the test bed (testbed/setup.sh):
 //
-//	go run ./bench [-n 1000] [-big 32]
+//	go run ./bench [-n 1000] [-big 32] [-tf=false]
 package main
 
 import (
@@ -42,8 +44,17 @@ func main() {
 	}
 	n := flag.Int("n", 1000, "small store paths in the closure")
 	big := flag.Int("big", 32, "MiB of the large store path")
+	withTF := flag.Bool("tf", true, "measure (f), the no-op tf apply (needs OpenTofu: SWITCHYARD_TOFU, tofu on PATH, or the test bed's cache)")
 	flag.Parse()
-	if err := run(*n, *big); err != nil {
+	tofuBin := ""
+	if *withTF {
+		var err error
+		if tofuBin, err = findTofu(); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+	}
+	if err := run(*n, *big, tofuBin); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
@@ -76,7 +87,8 @@ type row struct {
 	ratio                     float64
 }
 
-func run(n, big int) error {
+// run measures (a) to (e), and (f) when tofuBin is not "".
+func run(n, big int, tofuBin string) error {
 	bed, err := testbed.Open()
 	if err != nil {
 		return err
@@ -229,9 +241,16 @@ func run(n, big int) error {
 		d := time.Duration(phases[p]) * time.Millisecond
 		rows = append(rows, row{"(e) phase " + p + " vs the whole deploy", dur(d), dur(total), ratio(d, total)})
 	}
+	if tofuBin != "" {
+		tf, err := tfRows(ctx, bed, tmp, binary, tofuBin, &nodes)
+		if err != nil {
+			return fmt.Errorf("(f): %w", err)
+		}
+		rows = append(rows, tf...)
+	}
 
 	w := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintf(w, "closure: %d paths, %s; copies: median of %d alternating rounds\n", len(paths), mib(bytesSent), rounds)
+	fmt.Fprintf(w, "closure: %d paths, %s; copies (and tf apply): median of %d alternating rounds\n", len(paths), mib(bytesSent), rounds)
 	fmt.Fprintln(w, "measure\tswitchyard\treference\tratio")
 	for _, r := range rows {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%.2f\n", r.what, r.measured, r.reference, r.ratio)

@@ -20,12 +20,6 @@ const EnvTofu = "SWITCHYARD_TOFU"
 // works with: it uses a check block and OpenTofu's -json streams.
 var MinVersion = version.Must(version.NewVersion("1.6.0"))
 
-// Binary is the located OpenTofu (or Terraform) binary.
-type Binary struct {
-	Path    string
-	Version *version.Version
-}
-
 // binaryVersion reads `<bin> version -json` (OpenTofu and Terraform both print
 // {"terraform_version": ...}) from stdout only: hc-install's own getter reads stderr
 // too, where a CLI-configuration warning breaks the JSON, and then falls back to
@@ -79,29 +73,29 @@ func sources(getenv func(string) string) []src.Source {
 // ErrBadTofu is a SWITCHYARD_TOFU that is not a usable binary: bad input.
 var ErrBadTofu = fmt.Errorf("%s is not a usable OpenTofu", EnvTofu)
 
-// Locate finds and version-checks the binary with hc-install. A bad SWITCHYARD_TOFU
-// wraps ErrBadTofu.
-func Locate(ctx context.Context, getenv func(string) string) (Binary, error) {
+// Locate finds the binary with hc-install: $SWITCHYARD_TOFU as given (an executable
+// file, else ErrBadTofu; its version is checked by CheckVersion once terraform-exec
+// has read it, so a run asks the binary for its version once), or the first tofu or
+// terraform on PATH whose version hc-install finds at MinVersion or newer.
+func Locate(ctx context.Context, getenv func(string) string) (string, error) {
 	path, err := install.NewInstaller().Ensure(ctx, sources(getenv))
-	if p := getenv(EnvTofu); p != "" {
-		if err != nil {
-			return Binary{}, fmt.Errorf("%w: not an executable file", ErrBadTofu)
-		}
-		v, err := binaryVersion(ctx, path)
-		if err != nil {
-			return Binary{}, fmt.Errorf("%w: `version -json` failed: %v", ErrBadTofu, err)
-		}
-		if v.LessThan(MinVersion) {
-			return Binary{}, fmt.Errorf("%w: version %s, need %s or newer", ErrBadTofu, v, MinVersion)
-		}
-		return Binary{Path: path, Version: v}, nil
-	}
 	if err != nil {
-		return Binary{}, fmt.Errorf("OpenTofu %s or newer not found: set %s or put tofu (or terraform) on PATH", MinVersion, EnvTofu)
+		if getenv(EnvTofu) != "" {
+			return "", fmt.Errorf("%w: not an executable file", ErrBadTofu)
+		}
+		return "", fmt.Errorf("OpenTofu %s or newer not found: set %s or put tofu (or terraform) on PATH", MinVersion, EnvTofu)
 	}
-	v, err := binaryVersion(ctx, path)
+	return path, nil
+}
+
+// CheckVersion checks the version the binary reported (a pre-release counts as its
+// release) and gives the version to record in a state.
+func CheckVersion(v *version.Version, err error) (*version.Version, error) {
 	if err != nil {
-		return Binary{}, fmt.Errorf("%s: `version -json` failed: %v", path, err)
+		return nil, fmt.Errorf("%w: `version -json` failed: %v", ErrBadTofu, err)
 	}
-	return Binary{Path: path, Version: v}, nil
+	if v.Core().LessThan(MinVersion) {
+		return nil, fmt.Errorf("%w: version %s, need %s or newer", ErrBadTofu, v, MinVersion)
+	}
+	return v.Core(), nil
 }

@@ -30,6 +30,24 @@ func TestSources(t *testing.T) {
 	}
 }
 
+func TestCheckVersion(t *testing.T) {
+	for in, want := range map[string]string{"1.10.6-dev": "1.10.6", "1.11.4": "1.11.4", "1.6.0": "1.6.0", "1.5.7": "", "1.6.0-alpha1": "1.6.0"} {
+		v, err := CheckVersion(mustVersion(t, in), nil)
+		if want == "" {
+			if !errors.Is(err, ErrBadTofu) {
+				t.Errorf("%s: %v", in, err)
+			}
+			continue
+		}
+		if err != nil || v.String() != want {
+			t.Errorf("%s: %v %v", in, v, err)
+		}
+	}
+	if _, err := CheckVersion(nil, errors.New("exit 1")); !errors.Is(err, ErrBadTofu) {
+		t.Errorf("failed version: %v", err)
+	}
+}
+
 // TestLocateRealBinaries runs hc-install against the tofu of the test bed
 // (SWITCHYARD_TOFU, a source build that says 1.10.6-dev) and terraform on PATH.
 func TestLocateRealBinaries(t *testing.T) {
@@ -41,14 +59,20 @@ func TestLocateRealBinaries(t *testing.T) {
 		}
 		t.Skip("SWITCHYARD_TOFU unset")
 	}
-	b, err := Locate(ctx, env(map[string]string{EnvTofu: bin}))
-	if err != nil || b.Path != bin || b.Version.LessThan(MinVersion) || b.Version.Prerelease() != "" {
-		t.Errorf("Locate(%s) = %+v, %v", bin, b, err)
+	if p, err := Locate(ctx, env(map[string]string{EnvTofu: bin})); err != nil || p != bin {
+		t.Errorf("Locate(%s) = %s, %v", bin, p, err)
 	}
-	if _, err := Locate(ctx, env(map[string]string{EnvTofu: "/etc/hostname"})); !errors.Is(err, ErrBadTofu) {
+	if v, err := CheckVersion(binaryVersion(ctx, bin)); err != nil || v.LessThan(MinVersion) {
+		t.Errorf("version of %s: %v %v", bin, v, err)
+	}
+	plain := filepath.Join(t.TempDir(), "tofu")
+	if err := os.WriteFile(plain, []byte("not a program"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Locate(ctx, env(map[string]string{EnvTofu: plain})); !errors.Is(err, ErrBadTofu) {
 		t.Errorf("not executable: %v", err)
 	}
-	if _, err := Locate(ctx, env(map[string]string{EnvTofu: "/bin/true"})); !errors.Is(err, ErrBadTofu) {
+	if _, err := CheckVersion(binaryVersion(ctx, "/bin/true")); !errors.Is(err, ErrBadTofu) {
 		t.Errorf("not OpenTofu: %v", err)
 	}
 	if p, err := exec.LookPath("terraform"); err == nil {
@@ -58,15 +82,14 @@ func TestLocateRealBinaries(t *testing.T) {
 		if _, err := exec.LookPath("tofu"); err == nil {
 			t.Fatalf("tofu next to terraform in %s", filepath.Dir(p))
 		}
-		b, err := Locate(ctx, env(nil))
-		if err != nil || b.Path != p {
-			t.Errorf("terraform fallback: %+v %v", b, err)
+		if got, err := Locate(ctx, env(nil)); err != nil || got != p {
+			t.Errorf("terraform fallback: %s %v", got, err)
 		}
 		if err := os.Symlink(bin, dir+"/tofu"); err != nil {
 			t.Fatal(err)
 		}
-		if b, err := Locate(ctx, env(nil)); err != nil || b.Path != dir+"/tofu" {
-			t.Errorf("tofu first: %+v %v", b, err)
+		if got, err := Locate(ctx, env(nil)); err != nil || got != dir+"/tofu" {
+			t.Errorf("tofu first: %s %v", got, err)
 		}
 	}
 	t.Setenv("PATH", t.TempDir())

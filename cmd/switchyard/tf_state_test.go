@@ -125,3 +125,26 @@ func TestTFSelfStateSubsetAndLeaving(t *testing.T) {
 		t.Errorf("web2 runs %q after being forgotten, ran %q", got, running)
 	}
 }
+
+// A SWITCHYARD_TOFU that is not OpenTofu is bad input: exit 2 naming the variable,
+// and no state is written.
+func TestTFBadTofuRefused(t *testing.T) {
+	needTofu(t)
+	t.Parallel()
+	tree := plantest.WriteTree(t, t.TempDir(), plantest.Tree{Nodes: []plantest.Node{{Name: "web1", Host: "127.0.0.1", Port: 1}}})
+	env := []string{`DEPLOYMENT={"deployment-method":{"tf":{}}}`, "DEPLOY_EVAL_CACHE_DIR=" + t.TempDir()}
+	plain := filepath.Join(t.TempDir(), "tofu")
+	if err := os.WriteFile(plain, []byte("#!/bin/sh\necho not tofu\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, bin := range []string{plain, filepath.Join(t.TempDir(), "missing")} {
+		r := switchyard(t, append(env, "SWITCHYARD_TOFU="+bin), "tf", "plan", "--tree", tree)
+		wantCode(t, r, 2)
+		if !strings.Contains(r.stderr, "SWITCHYARD_TOFU is not a usable OpenTofu") || strings.Count(strings.TrimSpace(r.stderr), "\n") > 2 {
+			t.Errorf("%s: stderr %q", bin, r.stderr)
+		}
+		if _, err := os.Stat(filepath.Join(tree, ".switchyard", "tofu", "state", "switchyard.tfstate")); err == nil {
+			t.Errorf("%s: a state was written", bin)
+		}
+	}
+}

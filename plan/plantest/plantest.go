@@ -52,12 +52,22 @@ closures.${(plan.applications.hello or { }).closure or "healthy"}
 // a module per node (hosts/<node>.nix) and per application (apps/<app>.nix).
 func WriteTree(t testing.TB, dir string, spec Tree) string {
 	t.Helper()
+	if err := Write(dir, spec); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// Write writes the tree WriteTree writes, for code outside tests (the benchmark): a
+// failure is returned instead of failing a test.
+func Write(dir string, spec Tree) error {
 	if spec.Group == "" {
 		spec.Group = "web"
 	}
 	if spec.Closure == "" {
 		spec.Closure = "healthy"
 	}
+	files := map[string]string{}
 	nodes := map[string]any{}
 	for _, n := range spec.Nodes {
 		ssh := map[string]any{"host": n.Host}
@@ -71,7 +81,7 @@ func WriteTree(t testing.TB, dir string, spec Tree) string {
 			ssh["hostKey"] = n.HostKey
 		}
 		nodes[n.Name] = map[string]any{"modules": []string{"hosts/" + n.Name + ".nix"}, "ssh": ssh}
-		write(t, filepath.Join(dir, "hosts", n.Name+".nix"), "{ ... }: { networking.hostName = \""+n.Name+"\"; }\n")
+		files[filepath.Join("hosts", n.Name+".nix")] = "{ ... }: { networking.hostName = \"" + n.Name + "\"; }\n"
 	}
 	def := map[string]any{
 		"domain": "test.example",
@@ -86,21 +96,20 @@ func WriteTree(t testing.TB, dir string, spec Tree) string {
 	}
 	b, err := json.MarshalIndent(def, "", "  ")
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
-	write(t, filepath.Join(dir, "deployment.json"), string(b)+"\n")
-	write(t, filepath.Join(dir, "builder.nix"), Builder(filepath.Join(testbed.RepoRoot(), "testbed", "closures")))
-	write(t, filepath.Join(dir, "apps", "hello.nix"), "{ ... }: { }\n")
-	write(t, filepath.Join(dir, "apps", "mail.nix"), "{ ... }: { }\n")
-	return dir
-}
-
-func write(t testing.TB, path, content string) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
+	files["deployment.json"] = string(b) + "\n"
+	files["builder.nix"] = Builder(filepath.Join(testbed.RepoRoot(), "testbed", "closures"))
+	files[filepath.Join("apps", "hello.nix")] = "{ ... }: { }\n"
+	files[filepath.Join("apps", "mail.nix")] = "{ ... }: { }\n"
+	for name, content := range files {
+		path := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			return err
+		}
 	}
-	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	return nil
 }

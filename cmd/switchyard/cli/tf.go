@@ -92,7 +92,7 @@ func (r *tfRun) run(ctx context.Context) (int, error) {
 		extra["PG_CONN_STR"] = strings.TrimSpace(string(b))
 	}
 	subset := r.mr.f.group != "" || len(r.mr.f.nodes) > 0
-	r.ws, err = tofu.Prepare(tofu.Setup{StateDir: r.stateDir, Bin: bin.Path, Self: self, Nodes: nodes,
+	r.ws, err = tofu.Prepare(tofu.Setup{StateDir: r.stateDir, Bin: bin, Self: self, Nodes: nodes,
 		Backend: backend, Subset: subset, Environ: os.Environ(), Extra: extra})
 	if err != nil {
 		return ExitInfra, fmt.Errorf("OpenTofu working directory: %w", err)
@@ -100,12 +100,21 @@ func (r *tfRun) run(ctx context.Context) (int, error) {
 	if r.tf, err = r.ws.Terraform(); err != nil {
 		return ExitInfra, err
 	}
+	// terraform-exec asks the binary its version once and keeps it for its own checks.
+	v, _, verr := r.tf.Version(ctx, false)
+	ver, err := tofu.CheckVersion(v, verr)
+	if err != nil {
+		if r.mr.e.getenv(tofu.EnvTofu) != "" {
+			return ExitRefused, fmt.Errorf("%w: %w", err, errRefused)
+		}
+		return ExitInfra, err
+	}
 	if err := r.init(ctx); err != nil {
 		return ExitInfra, err
 	}
 	// Every verb here plans (run may), and planning reads the configuration's own
 	// state: an empty one first, so the first run's self-read does not fail.
-	if err := r.ws.Seed(ctx, r.tf, bin.Version.String()); err != nil {
+	if err := r.ws.Seed(ctx, r.tf, ver.String()); err != nil {
 		if lerr := r.lockRefusal(err); lerr != nil {
 			return ExitRefused, lerr
 		}
