@@ -114,7 +114,10 @@ func (r *tfRun) run(ctx context.Context) (int, error) {
 	}
 	// Every verb here plans (run may), and planning reads the configuration's own
 	// state: an empty one first, so the first run's self-read does not fail.
-	if err := r.ws.Seed(ctx, r.tf, ver.String()); err != nil {
+	r.tf.SetStdout(io.Discard) // state pull prints the state
+	err = r.ws.Seed(ctx, r.tf, ver.String())
+	r.streams()
+	if err != nil {
 		if lerr := r.lockRefusal(err); lerr != nil {
 			return ExitRefused, lerr
 		}
