@@ -1,7 +1,9 @@
 package tofu
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"strings"
 
 	"github.com/hashicorp/terraform-exec/tfexec"
@@ -62,28 +64,46 @@ func LogLine(line []byte) (node, level, msg string, ok bool) {
 	return node, level, msg, true
 }
 
-// Deployments lists the state's switchyard_deployment resources.
-func Deployments(s *tfjson.State) []*tfjson.StateResource {
-	var out []*tfjson.StateResource
-	if s == nil || s.Values == nil {
-		return nil
+// Deployments reads the switchyard_deployment instances of a state as `state pull`
+// gives it (format version 4): node to its attributes. Reading the pulled state
+// needs no provider, unlike `show -json`.
+func Deployments(state []byte) (map[string]map[string]any, error) {
+	out := map[string]map[string]any{}
+	if len(bytes.TrimSpace(state)) == 0 {
+		return out, nil
 	}
-	var walk func(m *tfjson.StateModule)
-	walk = func(m *tfjson.StateModule) {
-		if m == nil {
-			return
+	var s struct {
+		Version   int `json:"version"`
+		Resources []struct {
+			Module    string `json:"module"`
+			Mode      string `json:"mode"`
+			Type      string `json:"type"`
+			Name      string `json:"name"`
+			Instances []struct {
+				IndexKey   any            `json:"index_key"`
+				Attributes map[string]any `json:"attributes"`
+			} `json:"instances"`
+		} `json:"resources"`
+	}
+	d := json.NewDecoder(bytes.NewReader(state))
+	d.UseNumber()
+	if err := d.Decode(&s); err != nil {
+		return nil, fmt.Errorf("state: %w", err)
+	}
+	if s.Version != 4 {
+		return nil, fmt.Errorf("state: format version %d, want 4", s.Version)
+	}
+	for _, r := range s.Resources {
+		if r.Module != "" || r.Mode != "managed" || r.Type != ResourceType || r.Name != ResourceName {
+			continue
 		}
-		for _, r := range m.Resources {
-			if r.Type == ResourceType && r.Mode == tfjson.ManagedResourceMode {
-				out = append(out, r)
+		for _, i := range r.Instances {
+			if node, ok := i.IndexKey.(string); ok {
+				out[node] = i.Attributes
 			}
 		}
-		for _, c := range m.ChildModules {
-			walk(c)
-		}
 	}
-	walk(s.Values.RootModule)
-	return out
+	return out, nil
 }
 
 // ChangedNodes says, per node the plan mentions, whether its deployment changes.

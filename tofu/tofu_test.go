@@ -187,15 +187,22 @@ func TestLogLine(t *testing.T) {
 }
 
 func TestStateAndPlanReading(t *testing.T) {
-	var s tfjson.State
-	if err := json.Unmarshal([]byte(`{"format_version":"1.0","values":{"root_module":{"resources":[
-		{"address":"switchyard_deployment.node[\"web1\"]","mode":"managed","type":"switchyard_deployment","name":"node","index":"web1","values":{"exit_code":1}},
-		{"address":"terraform_data.x","mode":"managed","type":"terraform_data","name":"x","values":{}}]}}}`), &s); err != nil {
+	// testdata/state.json: the state of a real failed deploy of web1
+	// (go test ./cmd/switchyard -run TestTFApplyFailedVerdict -args -record-state).
+	raw, err := os.ReadFile("testdata/state.json")
+	if err != nil {
 		t.Fatal(err)
 	}
-	d := Deployments(&s)
-	if len(d) != 1 || NodeOf(d[0].Address) != "web1" || Int(d[0].AttributeValues["exit_code"]) != 1 {
-		t.Errorf("deployments %v", d)
+	d, err := Deployments(raw)
+	if err != nil || len(d) != 1 || Int(d["web1"]["exit_code"]) != 1 || d["web1"]["ok"] != false ||
+		!strings.Contains(d["web1"]["verdict"].(string), `"ok":false`) || !strings.HasPrefix(d["web1"]["toplevel"].(string), "/nix/store/") {
+		t.Errorf("deployments %v %v", d, err)
+	}
+	if d, err := Deployments(nil); err != nil || len(d) != 0 {
+		t.Errorf("no state: %v %v", d, err)
+	}
+	if _, err := Deployments([]byte(`{"version":3}`)); err == nil {
+		t.Error("format version 3 read")
 	}
 	if Int(json.Number("3")) != 3 || Int("x") != 0 {
 		t.Error("Int")

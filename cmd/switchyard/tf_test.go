@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/switchyard-nix/switchyard/testbed"
 )
+
+var recordState = flag.Bool("record-state", false, "record tofu/testdata/state.json from a real failed deploy")
 
 // needTofu gives the OpenTofu binary the tf method will find (SWITCHYARD_TOFU, else
 // tofu on PATH). Without one the test is skipped, except under
@@ -205,6 +208,16 @@ func TestTFApplyFailedVerdict(t *testing.T) {
 	wantCode(t, r, 1)
 	if !strings.Contains(r.stderr, "web1") || !strings.Contains(r.stderr, "verdict failed") {
 		t.Errorf("apply does not name the node:\n%s", r.stderr)
+	}
+	if *recordState {
+		// tofu/testdata/state.json: the state of a real failed deploy, for the state reader's unit test.
+		raw, err := os.ReadFile(filepath.Join(tree, ".switchyard", "tofu", "state", "switchyard.tfstate"))
+		if err == nil {
+			err = os.WriteFile(filepath.Join("..", "..", "tofu", "testdata", "state.json"), raw, 0o644)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 	st := tofuState(t, env, tree)["web1"]
 	if st == nil || st["ok"] != false || st["exit_code"] != 1.0 || !strings.Contains(fmt.Sprint(st["verdict"]), `"ok":false`) {

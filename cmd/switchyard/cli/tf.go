@@ -302,21 +302,24 @@ type nodeState struct {
 // states reads each node's recorded verdict from the state.
 func (r *tfRun) states(ctx context.Context) (map[string]nodeState, error) {
 	r.tf.SetStdout(io.Discard)
-	s, err := r.tf.Show(ctx)
+	raw, err := r.tf.StatePull(ctx)
 	r.streams()
 	if err != nil {
 		return nil, err
 	}
+	deployments, err := tofu.Deployments([]byte(raw))
+	if err != nil {
+		return nil, err
+	}
 	out := map[string]nodeState{}
-	for _, res := range tofu.Deployments(s) {
-		node := tofu.NodeOf(res.Address)
+	for node, attrs := range deployments {
 		var st nodeState
-		if v, _ := res.AttributeValues["verdict"].(string); v != "" {
+		if v, _ := attrs["verdict"].(string); v != "" {
 			if err := json.Unmarshal([]byte(v), &st.verdict); err != nil {
 				return nil, fmt.Errorf("%s: verdict in state: %w", node, err)
 			}
 		}
-		st.exitCode = tofu.Int(res.AttributeValues["exit_code"])
+		st.exitCode = tofu.Int(attrs["exit_code"])
 		if st.verdict.Node == "" {
 			st.verdict.Node = node
 		}
