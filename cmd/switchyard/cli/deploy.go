@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/switchyard-nix/switchyard/effects"
+	"github.com/switchyard-nix/switchyard/transports/incus"
 	"github.com/switchyard-nix/switchyard/transports/shell"
 	"github.com/switchyard-nix/switchyard/transports/ssh"
 )
@@ -128,7 +129,15 @@ func newTransport(f deployFlags) (effects.Transport, string, error) {
 		}
 		return t, "node", nil
 	case "incus":
-		return nil, "", fmt.Errorf("--transport incus: not built yet (ssh and shell are)")
+		instance, err := incus.ParseTarget(f.target)
+		if err != nil {
+			return nil, "", fmt.Errorf("--target: %w", err)
+		}
+		t, err := incus.New(incus.Config{Instance: instance, Project: f.project})
+		if err != nil {
+			return nil, "", err
+		}
+		return t, instance, nil
 	}
 	return nil, "", errors.New("--transport: want ssh, incus or shell")
 }

@@ -1,0 +1,107 @@
+package incus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/switchyard-nix/switchyard/effects"
+	"github.com/switchyard-nix/switchyard/transports/stream"
+)
+
+// basePath is the PATH every command starts with. An exec's environment replaces
+// the one Incus would give the command, so it holds the directories of a NixOS
+// system (wrappers first, as NixOS's own PATH does) and then those of an FHS
+// system; Command.Path is appended to it.
+const basePath = "/run/wrappers/bin:/root/.nix-profile/bin:/nix/var/nix/profiles/default/bin:" +
+	"/run/current-system/sw/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// commandPath is basePath with extra appended.
+func commandPath(extra []string) (string, error) {
+	p := basePath
+	for _, dir := range extra {
+		if dir == "" || strings.ContainsAny(dir, ":\x00") {
+			return "", fmt.Errorf("incus: PATH directory %q is empty or holds ':'", dir)
+		}
+		p += ":" + dir
+	}
+	return p, nil
+}
+
+// exitNotFound is the exit status of a command whose program was not found, as
+// a shell gives it.
+const exitNotFound = 127
+
+// Run runs cmd.Argv on the instance as one exec operation of the Incus API (argv
+// as it is: no shell) and returns its exit status. The daemon's socket not
+// answering, and the instance missing or not running, wrap effects.ErrUnreachable.
+// A cancelled ctx sends the command SIGTERM and, after a grace period, closes its
+// streams, which makes the daemon kill it.
+func (t *Transport) Run(ctx context.Context, cmd effects.Command) (int, error) {
+	if len(cmd.Argv) == 0 || cmd.Argv[0] == "" {
+		return -1, errors.New("incus: empty command")
+	}
+	path, err := commandPath(cmd.Path)
+	if err != nil {
+		return -1, err
+	}
+	t.mu.Lock()
+	closed := t.closed
+	t.mu.Unlock()
+	if closed {
+		return -1, fmt.Errorf("%s: the transport is closed", t.Target())
+	}
+	if err := ctx.Err(); err != nil {
+		return -1, err
+	}
+	// The writers are closed when Run returns: after a cancel the streams may
+	// still deliver output, which must not reach the caller's writers any more.
+	stdout, stderr := stream.NewGate(cmd.Stdout), stream.NewGate(cmd.Stderr)
+	defer stdout.Close()
+	defer stderr.Close()
+	req := execRequest{Command: cmd.Argv, Environment: map[string]string{"PATH": path}}
+	code, err := t.c.exec(ctx, t.cfg.Instance, t.cfg.Project, req, cmd.Stdin, stdout, stderr)
+	if err == nil {
+		return code, nil
+	}
+	var a *apiError
+	if errors.As(err, &a) && isNotFound(a.Msg) {
+		// The daemon found no such program: what a shell says and exits with.
+		_, _ = fmt.Fprintf(stderr, "%s: command not found\n", cmd.Argv[0])
+		return exitNotFound, nil
+	}
+	return -1, t.classify(ctx, err, cmd.Argv[0])
+}
+
+// classify turns an error of an exec into the transport's: unreachable when the
+// daemon or the instance cannot be reached, ctx's error when cancelled.
+func (t *Transport) classify(ctx context.Context, err error, argv0 string) error {
+	target := t.Target()
+	switch {
+	case errors.Is(err, errExecCancelled) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+		if ctx.Err() != nil {
+			return fmt.Errorf("%s: %s interrupted: %w", target, argv0, ctx.Err())
+		}
+		return fmt.Errorf("%s: %s: %w", target, argv0, err)
+	case isDial(err):
+		return unreachable(err, "%s: the Incus daemon at %s does not answer", target, t.cfg.Socket)
+	case apiCode(err) == http.StatusNotFound:
+		return unreachable(err, "%s: no such instance", target)
+	case instanceDown(err):
+		return unreachable(err, "%s: the instance is not running", target)
+	}
+	return fmt.Errorf("%s: %s: %w", target, argv0, err)
+}
+
+// instanceDown tells whether an API error says that the instance exists but
+// does not run (stopped, frozen).
+func instanceDown(err error) bool {
+	var a *apiError
+	if !errors.As(err, &a) {
+		return false
+	}
+	msg := strings.ToLower(a.Msg)
+	return strings.Contains(msg, "not running") || strings.Contains(msg, "is frozen") || strings.Contains(msg, "is paused")
+}
