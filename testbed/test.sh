@@ -9,6 +9,11 @@ switchyard_ensure_go
 image=$(SWITCHYARD_TESTBED_TOFU=1 bash testbed/setup.sh)
 # Nodes left by an interrupted run on this machine.
 incus list --format csv -c n user.switchyard-testbed=true | xargs -r -n1 incus delete --force || true
+# Projects (and their instances) left by an interrupted tf-incus test.
+for project in $(incus project list --format csv | cut -d, -f1 | cut -d' ' -f1 | grep '^switchyard-test-' || true); do
+	incus list --project "$project" --format csv -c n | xargs -r -n1 incus delete --force --project "$project" || true
+	incus project delete "$project" || true
+done
 
 export SWITCHYARD_TESTBED=require SWITCHYARD_TESTBED_IMAGE=$image
 # OpenTofu as setup.sh built and cached it.

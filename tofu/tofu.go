@@ -39,7 +39,22 @@ type Node struct {
 	User           string
 	HostKey        string
 	KnownHostsFile string
+	// Instance makes it an Incus node (tf-incus): its instance is a resource of the
+	// same graph, and the deploy reaches it through the Incus API, not SSH.
+	Instance *Instance
 }
+
+// Instance is an Incus node's instance, switchyard_incus_instance.node["<node>"],
+// named as the node.
+type Instance struct {
+	Project  string
+	Image    string
+	Profiles []string
+	Config   map[string]string
+}
+
+// InstanceType is the resource type of an Incus node's instance.
+const InstanceType = "switchyard_incus_instance"
 
 // Backend is where OpenTofu keeps its state.
 type Backend struct {
@@ -85,11 +100,36 @@ func MainConfig(nodes []Node, b Backend, subset bool) ([]byte, error) {
 		return nil, fmt.Errorf("stateBackend %q: not local or pg", b.Kind)
 	}
 	each := map[string]any{}
+	instances := false
 	for _, n := range nodes {
+		if n.Instance != nil {
+			instances = true
+			profiles := []string{}
+			for _, p := range n.Instance.Profiles {
+				profiles = append(profiles, escape(p))
+			}
+			config := map[string]any{}
+			for k, v := range n.Instance.Config {
+				config[escape(k)] = escape(v)
+			}
+			each[escape(n.Name)] = map[string]any{
+				"nixos_conf": escape(n.NixosConf), "drv": escape(n.Drv),
+				"project": escape(n.Instance.Project), "image": escape(n.Instance.Image),
+				"profiles": profiles, "config": config,
+			}
+			continue
+		}
 		each[escape(n.Name)] = map[string]any{
 			"nixos_conf": escape(n.NixosConf), "drv": escape(n.Drv), "host": escape(n.Host),
 			"port": orNull(n.Port), "user": orNull(escape(n.User)), "host_key": orNull(escape(n.HostKey)),
 			"known_hosts_file": orNull(escape(n.KnownHostsFile)),
+		}
+	}
+	if instances {
+		for _, n := range nodes {
+			if n.Instance == nil {
+				return nil, fmt.Errorf("%s: an SSH node among Incus nodes", n.Name)
+			}
 		}
 	}
 	cfg := map[string]any{
@@ -109,7 +149,30 @@ func MainConfig(nodes []Node, b Backend, subset bool) ([]byte, error) {
 			"value":       "${{}}",
 		}},
 	}
-	if len(nodes) > 0 {
+	switch {
+	case instances:
+		// The deployment names its instance through the instance resource: it is
+		// deployed after the instance exists, and forgotten before it is deleted.
+		instance := InstanceType + "." + ResourceName + "[each.key]"
+		cfg["resource"] = map[string]any{
+			InstanceType: map[string]any{ResourceName: map[string]any{
+				"for_each": "${local.nodes}",
+				"name":     "${each.key}",
+				"project":  "${each.value.project}",
+				"image":    "${each.value.image}",
+				"profiles": "${each.value.profiles}",
+				"config":   "${each.value.config}",
+			}},
+			ResourceType: map[string]any{ResourceName: map[string]any{
+				"for_each":       "${local.nodes}",
+				"node":           "${each.key}",
+				"nixos_conf":     "${each.value.nixos_conf}",
+				"drv":            "${each.value.drv}",
+				"incus_instance": "${" + instance + ".name}",
+				"incus_project":  "${" + instance + ".project}",
+			}},
+		}
+	case len(nodes) > 0:
 		cfg["resource"] = map[string]any{ResourceType: map[string]any{ResourceName: map[string]any{
 			"for_each":         "${local.nodes}",
 			"node":             "${each.key}",
@@ -121,6 +184,8 @@ func MainConfig(nodes []Node, b Backend, subset bool) ([]byte, error) {
 			"host_key":         "${each.value.host_key}",
 			"known_hosts_file": "${each.value.known_hosts_file}",
 		}}}
+	}
+	if len(nodes) > 0 {
 		cfg["output"].(map[string]any)["deployments"].(map[string]any)["value"] =
 			"${{for k, d in " + ResourceType + "." + ResourceName + " : k => {toplevel = d.toplevel, nixos_conf = d.nixos_conf, ok = d.ok}}}"
 	}
@@ -354,6 +419,11 @@ func (w *Workspace) Command(args ...string) *exec.Cmd {
 // Address is the resource address of node's deployment.
 func Address(node string) string {
 	return fmt.Sprintf("%s.%s[%s]", ResourceType, ResourceName, strconv.Quote(node))
+}
+
+// InstanceAddress is the resource address of an Incus node's instance.
+func InstanceAddress(node string) string {
+	return fmt.Sprintf("%s.%s[%s]", InstanceType, ResourceName, strconv.Quote(node))
 }
 
 var addrRE = regexp.MustCompile(`^` + ResourceType + `\.` + ResourceName + `\["((?:[^"\\]|\\.)*)"\]`)

@@ -224,3 +224,35 @@ func TestLogLineDiagnosticDetail(t *testing.T) {
 		t.Errorf("msg %q", msg)
 	}
 }
+
+func TestMainConfigIncus(t *testing.T) {
+	b, err := MainConfig([]Node{{Name: "web1", NixosConf: "c1", Drv: "/nix/store/a.drv",
+		Instance: &Instance{Project: "tenant-a", Image: "nixos/25.05", Profiles: []string{"default"}, Config: map[string]string{"limits.cpu": "2"}}}},
+		Backend{Path: "/s"}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		Resource map[string]map[string]map[string]any
+		Locals   map[string]map[string]map[string]any
+	}
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	inst, dep := cfg.Resource["switchyard_incus_instance"]["node"], cfg.Resource["switchyard_deployment"]["node"]
+	if inst["name"] != "${each.key}" || inst["image"] != "${each.value.image}" || inst["project"] != "${each.value.project}" {
+		t.Errorf("instance: %v", inst)
+	}
+	if dep["incus_instance"] != `${switchyard_incus_instance.node[each.key].name}` || dep["host"] != nil {
+		t.Errorf("deployment: %v", dep)
+	}
+	if w1 := cfg.Locals["nodes"]["web1"]; w1["project"] != "tenant-a" || w1["config"].(map[string]any)["limits.cpu"] != "2" || w1["host"] != nil {
+		t.Errorf("web1: %v", w1)
+	}
+	if _, err := MainConfig([]Node{{Name: "a", Instance: &Instance{}}, {Name: "b", Host: "h"}}, Backend{}, false); err == nil {
+		t.Error("SSH and Incus nodes mixed")
+	}
+	if a := InstanceAddress("web1"); a != `switchyard_incus_instance.node["web1"]` {
+		t.Errorf("InstanceAddress %s", a)
+	}
+}

@@ -21,6 +21,9 @@ type Node struct {
 	Port    int    // 0: 22
 	User    string // "": root
 	HostKey string // "ssh-ed25519 AAAA...": pinned; "": known_hosts
+	// Image makes the node an Incus node (methods tf-incus...): the local image
+	// alias its instance is created from; it then has no ssh settings.
+	Image string
 }
 
 // Tree is what WriteTree writes.
@@ -80,7 +83,12 @@ func Write(dir string, spec Tree) error {
 		if n.HostKey != "" {
 			ssh["hostKey"] = n.HostKey
 		}
-		nodes[n.Name] = map[string]any{"modules": []string{"hosts/" + n.Name + ".nix"}, "ssh": ssh}
+		node := map[string]any{"modules": []string{"hosts/" + n.Name + ".nix"}, "ssh": ssh}
+		if n.Image != "" {
+			node = map[string]any{"modules": []string{"hosts/" + n.Name + ".nix"},
+				"incus": map[string]any{"image": n.Image, "limits": map[string]any{"cpu": 1, "memory": "1GiB"}}}
+		}
+		nodes[n.Name] = node
 		files[filepath.Join("hosts", n.Name+".nix")] = "{ ... }: { networking.hostName = \"" + n.Name + "\"; }\n"
 	}
 	def := map[string]any{
