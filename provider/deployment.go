@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 
 	"github.com/switchyard-nix/switchyard/effects"
+	"github.com/switchyard-nix/switchyard/transports/incus"
 	"github.com/switchyard-nix/switchyard/transports/ssh"
 	"github.com/switchyard-nix/switchyard/verdict"
 )
@@ -32,6 +34,8 @@ type deploymentModel struct {
 	User           types.String `tfsdk:"user"`
 	HostKey        types.String `tfsdk:"host_key"`
 	KnownHostsFile types.String `tfsdk:"known_hosts_file"`
+	IncusInstance  types.String `tfsdk:"incus_instance"`
+	IncusProject   types.String `tfsdk:"incus_project"`
 
 	Toplevel types.String `tfsdk:"toplevel"`
 	Previous types.String `tfsdk:"previous"`
@@ -45,8 +49,9 @@ type deployment struct{}
 func newDeployment() resource.Resource { return &deployment{} }
 
 var (
-	_ resource.Resource               = (*deployment)(nil)
-	_ resource.ResourceWithModifyPlan = (*deployment)(nil)
+	_ resource.Resource                   = (*deployment)(nil)
+	_ resource.ResourceWithModifyPlan     = (*deployment)(nil)
+	_ resource.ResourceWithValidateConfig = (*deployment)(nil)
 )
 
 func (d *deployment) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
@@ -58,7 +63,8 @@ func (d *deployment) Schema(_ context.Context, _ resource.SchemaRequest, resp *r
 		return schema.StringAttribute{Computed: true, Description: desc}
 	}
 	resp.Schema = schema.Schema{
-		Description: "One node deployed over SSH by the switchyard deploy body. Delete forgets the node; it never touches it.",
+		Description: "One node deployed by the switchyard deploy body, over SSH (host) or through the local Incus daemon " +
+			"(incus_instance). Delete forgets the node; it never touches it.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{Computed: true, Description: "the node's name",
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},
@@ -66,12 +72,16 @@ func (d *deployment) Schema(_ context.Context, _ resource.SchemaRequest, resp *r
 				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()}},
 			"nixos_conf": schema.StringAttribute{Required: true, Description: "the node's configuration identity (SPEC 6.4): a change redeploys the node"},
 			"drv":        schema.StringAttribute{Required: true, Description: "the derivation of the node's toplevel"},
-			"host":       schema.StringAttribute{Required: true, Description: "SSH host"},
+			"host":       schema.StringAttribute{Optional: true, Description: "SSH host; exactly one of host and incus_instance is set"},
 			"port":       schema.Int64Attribute{Optional: true, Description: "SSH port (default 22)"},
 			"user":       schema.StringAttribute{Optional: true, Description: "SSH user (default root)"},
 			"host_key":   schema.StringAttribute{Optional: true, Description: "the node's pinned host key"},
 			"known_hosts_file": schema.StringAttribute{Optional: true,
 				Description: "known_hosts file checked when no host key is pinned"},
+			"incus_instance": schema.StringAttribute{Optional: true,
+				Description: "the Incus instance of the local daemon the node is deployed to, instead of SSH; exactly one of host and incus_instance is set"},
+			"incus_project": schema.StringAttribute{Optional: true,
+				Description: "the Incus project of incus_instance (default \"default\")"},
 			"toplevel":  computed("the toplevel the node was deployed with"),
 			"previous":  computed("the generation the node ran before"),
 			"verdict":   computed("the verdict of the last deploy (JSON)"),
@@ -79,6 +89,39 @@ func (d *deployment) Schema(_ context.Context, _ resource.SchemaRequest, resp *r
 			"exit_code": schema.Int64Attribute{Computed: true, Description: "the last deploy's exit code (SPEC 2.1)"},
 		},
 	}
+}
+
+// ValidateConfig refuses a node with both or neither of host and incus_instance;
+// one that is not known yet is checked at apply.
+func (d *deployment) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
+	var host, inst types.String
+	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root("host"), &host)...)
+	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root("incus_instance"), &inst)...)
+	if resp.Diagnostics.HasError() || host.IsUnknown() || inst.IsUnknown() {
+		return
+	}
+	if msg := transportChoice(host, inst); msg != "" {
+		var node types.String
+		_ = req.Config.GetAttribute(ctx, path.Root("node"), &node)
+		if !node.IsNull() && !node.IsUnknown() {
+			msg = node.ValueString() + ": " + msg
+		}
+		resp.Diagnostics.AddAttributeError(path.Root("host"), "switchyard_deployment: host or incus_instance", msg)
+	}
+}
+
+// transportChoice says what is wrong with the choice of a transport, "" when
+// exactly one of host and incus_instance is set.
+func transportChoice(host, inst types.String) string {
+	hasHost := !host.IsNull() && host.ValueString() != ""
+	hasInst := !inst.IsNull() && inst.ValueString() != ""
+	switch {
+	case hasHost && hasInst:
+		return "both host and incus_instance are set: set exactly one (host deploys over SSH, incus_instance through the local Incus daemon)"
+	case !hasHost && !hasInst:
+		return "neither host nor incus_instance is set: set exactly one (host deploys over SSH, incus_instance through the local Incus daemon)"
+	}
+	return ""
 }
 
 // ModifyPlan makes a node whose last verdict failed change again: its computed
@@ -156,12 +199,7 @@ func (d *deployment) deploy(ctx context.Context, m *deploymentModel, fail func(s
 		return
 	}
 	cfg.VerdictOnly = false
-	sc := ssh.Config{User: m.User.ValueString(), Host: m.Host.ValueString(), Port: int(m.Port.ValueInt64()),
-		HostKey: m.HostKey.ValueString(), KnownHostsFile: m.KnownHostsFile.ValueString()}
-	if key := os.Getenv(EnvSSHKeyFile); key != "" {
-		sc.KeyFiles = []string{key}
-	}
-	t, err := ssh.New(sc)
+	t, err := m.transport()
 	if err != nil {
 		record(verdict.Verdict{Node: node, ExitCode: 2, Reasons: []string{"wait: " + err.Error()}}, 2)
 		fail(node+": deploy refused", fmt.Sprintf("%s: wait: %v", node, err))
@@ -178,6 +216,23 @@ func (d *deployment) deploy(ctx context.Context, m *deploymentModel, fail func(s
 		}
 		fail(fmt.Sprintf("%s: verdict failed (exit %d)", node, res.ExitCode), fmt.Sprintf("%s: %s", node, why))
 	}
+}
+
+// transport is the node's transport: SSH to host, or the local Incus daemon's
+// incus_instance.
+func (m *deploymentModel) transport() (effects.Transport, error) {
+	if msg := transportChoice(m.Host, m.IncusInstance); msg != "" {
+		return nil, errors.New(msg)
+	}
+	if inst := m.IncusInstance.ValueString(); inst != "" {
+		return incus.New(incus.Config{Instance: inst, Project: m.IncusProject.ValueString()})
+	}
+	sc := ssh.Config{User: m.User.ValueString(), Host: m.Host.ValueString(), Port: int(m.Port.ValueInt64()),
+		HostKey: m.HostKey.ValueString(), KnownHostsFile: m.KnownHostsFile.ValueString()}
+	if key := os.Getenv(EnvSSHKeyFile); key != "" {
+		sc.KeyFiles = []string{key}
+	}
+	return ssh.New(sc)
 }
 
 // logReporter sends the body's progress to the provider log (TF_LOG_PROVIDER).

@@ -1,8 +1,11 @@
 // Package provider is switchyard's own OpenTofu provider (SPEC 7), served by the
-// switchyard binary itself when OpenTofu starts it as a plugin. Its one resource,
-// switchyard_deployment, is a node: create and update run the deploy body over SSH,
-// and the verdict, the deployed toplevel and the previous generation are kept in
-// state. Delete forgets the node and never touches it.
+// switchyard binary itself when OpenTofu starts it as a plugin. Its resource
+// switchyard_deployment is a node: create and update run the deploy body over SSH
+// or through the local Incus daemon, and the verdict, the deployed toplevel and
+// the previous generation are kept in state. Delete forgets the node and never
+// touches it. switchyard_incus_instance (tf-incus) is an Incus instance of the
+// local daemon, close to the public Incus provider's incus_instance; its delete
+// deletes the instance.
 package provider
 
 import (
@@ -61,7 +64,7 @@ func (p *switchyardProvider) Configure(context.Context, provider.ConfigureReques
 }
 
 func (p *switchyardProvider) Resources(context.Context) []func() resource.Resource {
-	return []func() resource.Resource{newDeployment}
+	return []func() resource.Resource{newDeployment, newInstance}
 }
 
 func (p *switchyardProvider) DataSources(context.Context) []func() datasource.DataSource {

@@ -170,6 +170,9 @@ func MainConfig(nodes []Node, b Backend, subset bool) ([]byte, error) {
 				"drv":            "${each.value.drv}",
 				"incus_instance": "${" + instance + ".name}",
 				"incus_project":  "${" + instance + ".project}",
+				// A replaced (or changed) instance is deployed again: a new
+				// instance runs nothing of the old one's.
+				"lifecycle": map[string]any{"replace_triggered_by": []string{instance}},
 			}},
 		}
 	case len(nodes) > 0:
@@ -426,9 +429,10 @@ func InstanceAddress(node string) string {
 	return fmt.Sprintf("%s.%s[%s]", InstanceType, ResourceName, strconv.Quote(node))
 }
 
-var addrRE = regexp.MustCompile(`^` + ResourceType + `\.` + ResourceName + `\["((?:[^"\\]|\\.)*)"\]`)
+var addrRE = regexp.MustCompile(`^(?:` + ResourceType + `|` + InstanceType + `)\.` + ResourceName + `\["((?:[^"\\]|\\.)*)"\]`)
 
-// NodeOf gives the node a resource address names ("" when none).
+// NodeOf gives the node a resource address names, its deployment's or its
+// instance's ("" when none).
 func NodeOf(addr string) string {
 	m := addrRE.FindStringSubmatch(addr)
 	if m == nil {

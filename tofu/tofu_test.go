@@ -131,10 +131,11 @@ func TestAddress(t *testing.T) {
 
 func TestNodeOf(t *testing.T) {
 	for addr, want := range map[string]string{
-		`switchyard_deployment.node["web1"]`:   "web1",
-		`switchyard_deployment.node["a\"b"]`:   `a"b`,
-		`terraform_data.x`:                     "",
-		`switchyard_deployment.node["web2"].x`: "web2",
+		`switchyard_deployment.node["web1"]`:     "web1",
+		`switchyard_deployment.node["a\"b"]`:     `a"b`,
+		`terraform_data.x`:                       "",
+		`switchyard_deployment.node["web2"].x`:   "web2",
+		`switchyard_incus_instance.node["web3"]`: "web3",
 	} {
 		if got := NodeOf(addr); got != want {
 			t.Errorf("NodeOf(%s) = %q, want %q", addr, got, want)

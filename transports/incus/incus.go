@@ -5,22 +5,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/switchyard-nix/switchyard/effects"
+	"github.com/switchyard-nix/switchyard/transports/incus/api"
 	"github.com/switchyard-nix/switchyard/transports/nixserve"
 	"github.com/switchyard-nix/switchyard/transports/stream"
 )
 
 // Defaults of Config.
 const (
-	DefaultProject          = "default"
-	DefaultSocket           = "/var/lib/incus/unix.socket"
+	DefaultProject          = api.DefaultProject
+	DefaultSocket           = api.DefaultSocket
 	DefaultSwitchRuntimeMax = 900 * time.Second
 )
 
@@ -40,7 +39,7 @@ type Config struct {
 // instance is needed. It is safe for concurrent use.
 type Transport struct {
 	cfg Config
-	c   *client
+	c   *api.Client
 
 	mu       sync.Mutex
 	closed   bool
@@ -65,15 +64,12 @@ func New(cfg Config) (*Transport, error) {
 		return nil, err
 	}
 	if cfg.Socket == "" {
-		cfg.Socket = DefaultSocket
-		if dir := os.Getenv("INCUS_DIR"); dir != "" {
-			cfg.Socket = filepath.Join(dir, "unix.socket")
-		}
+		cfg.Socket = api.Socket()
 	}
 	if cfg.SwitchRuntimeMax <= 0 {
 		cfg.SwitchRuntimeMax = DefaultSwitchRuntimeMax
 	}
-	return &Transport{cfg: cfg, c: newClient(cfg.Socket)}, nil
+	return &Transport{cfg: cfg, c: api.New(cfg.Socket)}, nil
 }
 
 // ParseTarget splits a --target of "[remote:]instance". Only the local daemon
@@ -122,7 +118,7 @@ func (t *Transport) Close() error {
 	t.mu.Lock()
 	t.closed = true
 	t.mu.Unlock()
-	t.c.close()
+	t.c.Close()
 	return nil
 }
 

@@ -4,23 +4,23 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 
 	"github.com/switchyard-nix/switchyard/effects"
+	"github.com/switchyard-nix/switchyard/transports/incus/api"
 	"github.com/switchyard-nix/switchyard/transports/stream"
 )
 
-// basePath is the PATH every command starts with. An exec's environment replaces
+// BasePath is the PATH every command starts with. An exec's environment replaces
 // the one Incus would give the command, so it holds the directories of a NixOS
 // system (wrappers first, as NixOS's own PATH does) and then those of an FHS
 // system; Command.Path is appended to it.
-const basePath = "/run/wrappers/bin:/root/.nix-profile/bin:/nix/var/nix/profiles/default/bin:" +
+const BasePath = "/run/wrappers/bin:/root/.nix-profile/bin:/nix/var/nix/profiles/default/bin:" +
 	"/run/current-system/sw/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
-// commandPath is basePath with extra appended.
+// commandPath is BasePath with extra appended.
 func commandPath(extra []string) (string, error) {
-	p := basePath
+	p := BasePath
 	for _, dir := range extra {
 		if dir == "" || strings.ContainsAny(dir, ":\x00") {
 			return "", fmt.Errorf("incus: PATH directory %q is empty or holds ':'", dir)
@@ -61,13 +61,13 @@ func (t *Transport) Run(ctx context.Context, cmd effects.Command) (int, error) {
 	stdout, stderr := stream.NewGate(cmd.Stdout), stream.NewGate(cmd.Stderr)
 	defer stdout.Close()
 	defer stderr.Close()
-	req := execRequest{Command: cmd.Argv, Environment: map[string]string{"PATH": path}}
-	code, err := t.c.exec(ctx, t.cfg.Instance, t.cfg.Project, req, cmd.Stdin, stdout, stderr)
+	req := api.ExecRequest{Command: cmd.Argv, Environment: map[string]string{"PATH": path}}
+	code, err := t.c.Exec(ctx, t.cfg.Instance, t.cfg.Project, req, cmd.Stdin, stdout, stderr)
 	if err == nil {
 		return code, nil
 	}
-	var a *apiError
-	if errors.As(err, &a) && isNotFound(a.Msg) {
+	var a *api.Error
+	if errors.As(err, &a) && api.IsCommandNotFound(a.Msg) {
 		// The daemon found no such program: what a shell says and exits with.
 		_, _ = fmt.Fprintf(stderr, "%s: command not found\n", cmd.Argv[0])
 		return exitNotFound, nil
@@ -80,14 +80,14 @@ func (t *Transport) Run(ctx context.Context, cmd effects.Command) (int, error) {
 func (t *Transport) classify(ctx context.Context, err error, argv0 string) error {
 	target := t.Target()
 	switch {
-	case errors.Is(err, errExecCancelled) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, api.ErrExecCancelled) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
 		if ctx.Err() != nil {
 			return fmt.Errorf("%s: %s interrupted: %w", target, argv0, ctx.Err())
 		}
 		return fmt.Errorf("%s: %s: %w", target, argv0, err)
-	case isDial(err):
+	case api.IsDial(err):
 		return unreachable(err, "%s: the Incus daemon at %s does not answer", target, t.cfg.Socket)
-	case apiCode(err) == http.StatusNotFound:
+	case api.IsNotFound(err):
 		return unreachable(err, "%s: no such instance", target)
 	case instanceDown(err):
 		return unreachable(err, "%s: the instance is not running", target)
@@ -98,7 +98,7 @@ func (t *Transport) classify(ctx context.Context, err error, argv0 string) error
 // instanceDown tells whether an API error says that the instance exists but
 // does not run (stopped, frozen).
 func instanceDown(err error) bool {
-	var a *apiError
+	var a *api.Error
 	if !errors.As(err, &a) {
 		return false
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/switchyard-nix/switchyard/plan/evalcache"
 	"github.com/switchyard-nix/switchyard/plan/merge"
 	"github.com/switchyard-nix/switchyard/plan/method"
+	"github.com/switchyard-nix/switchyard/transports/incus"
 	"github.com/switchyard-nix/switchyard/transports/ssh"
 	"github.com/switchyard-nix/switchyard/verdict"
 )
@@ -42,10 +43,20 @@ func (f *fleet) width() int {
 	return 8
 }
 
-// transport reaches a planned node over SSH: its pinned host key, or the
+// transport reaches a planned node: an Incus node (tf-incus) through the Incus API
+// in the method's project; otherwise over SSH with its pinned host key, or the
 // knownHostsFile setting (default ~/.ssh/known_hosts); the sshKeyFile credential and
 // the agent.
 func (f *fleet) transport(n *plan.Node) (effects.Transport, error) {
+	if f.m.Transport == method.Incus {
+		if n.Plan.Incus == nil {
+			return nil, fmt.Errorf("%s: no incus settings", n.Name)
+		}
+		if f.d.String("incusRemote") != "" {
+			return nil, fmt.Errorf("%s: incusRemote: Incus remotes are not built yet (the local unix socket is)", n.Name)
+		}
+		return incus.New(incus.Config{Instance: n.Name, Project: f.d.String("project")})
+	}
 	s := n.Plan.SSH
 	if s == nil {
 		return nil, fmt.Errorf("%s: no ssh settings", n.Name)

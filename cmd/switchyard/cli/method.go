@@ -99,8 +99,8 @@ func runMethod(name string, args []string, e env) int {
 		fmt.Fprintf(e.stderr, "switchyard %s: unknown verb %q (want one of %s)\n", name, verb, strings.Join(verbs(m), ", "))
 		return ExitRefused
 	}
-	if m.Name != "ssh" && m.Name != "tf" && !contains([]string{"names", "schema"}, verb) {
-		fmt.Fprintf(e.stderr, "switchyard %s %s: the OpenTofu methods are not built yet (names and schema are)\n", name, verb)
+	if m.Name == "tf-incus-operator" && !contains([]string{"names", "schema"}, verb) {
+		fmt.Fprintf(e.stderr, "switchyard %s %s: not built yet (names and schema are)\n", name, verb)
 		return ExitRefused
 	}
 	f, err := parseMethodFlags(verb, args[1:])

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +17,8 @@ import (
 	"github.com/hashicorp/terraform-exec/tfexec"
 
 	"github.com/switchyard-nix/switchyard/plan"
+	"github.com/switchyard-nix/switchyard/plan/definition"
+	"github.com/switchyard-nix/switchyard/plan/method"
 	"github.com/switchyard-nix/switchyard/provider"
 	"github.com/switchyard-nix/switchyard/tofu"
 	"github.com/switchyard-nix/switchyard/verdict"
@@ -63,7 +66,19 @@ func (r *tfRun) run(ctx context.Context) (int, error) {
 		r.drvs = drvs
 	}
 	nodes := make([]tofu.Node, 0, len(r.p.Nodes))
+	if r.m.Transport == method.Incus && r.d.String("incusRemote") != "" {
+		return ExitRefused, fmt.Errorf("incusRemote: Incus remotes are not built yet (the local unix socket is): %w", errRefused)
+	}
 	for _, n := range r.p.Nodes {
+		if r.m.Transport == method.Incus {
+			i := n.Plan.Incus
+			if i == nil {
+				return ExitRefused, fmt.Errorf("%s: no incus settings: %w", n.Name, errRefused)
+			}
+			nodes = append(nodes, tofu.Node{Name: n.Name, NixosConf: n.NixosConf, Drv: drvs[n.Name],
+				Instance: instanceOf(i, r.d.String("project"))})
+			continue
+		}
 		s := n.Plan.SSH
 		if s == nil {
 			return ExitRefused, fmt.Errorf("%s: no ssh settings: %w", n.Name, errRefused)
@@ -128,6 +143,11 @@ func (r *tfRun) run(ctx context.Context) (int, error) {
 		// in the state are left as they are, not forgotten.
 		for _, n := range nodes {
 			r.targets = append(r.targets, tfexec.Target(tofu.Address(n.Name)))
+			if n.Instance != nil {
+				// So that destroy deletes the instance too (apply would take it in as
+				// the deployment's dependency anyway).
+				r.targets = append(r.targets, tfexec.Target(tofu.InstanceAddress(n.Name)))
+			}
 		}
 	}
 	switch r.mr.verb {
@@ -155,6 +175,23 @@ func (r *tfRun) run(ctx context.Context) (int, error) {
 		return r.raw(ctx)
 	}
 	return ExitRefused, fmt.Errorf("verb %q not built", r.mr.verb)
+}
+
+// instanceOf is an Incus node's instance: its image and profiles, its limits as
+// instance configuration, in the method's project.
+func instanceOf(i *definition.Incus, project string) *tofu.Instance {
+	profiles := i.Profiles
+	if len(profiles) == 0 {
+		profiles = []string{"default"}
+	}
+	config := map[string]string{}
+	if i.Limits.CPU > 0 {
+		config["limits.cpu"] = strconv.FormatInt(i.Limits.CPU, 10)
+	}
+	if i.Limits.Memory != "" {
+		config["limits.memory"] = i.Limits.Memory
+	}
+	return &tofu.Instance{Project: project, Image: i.Image, Profiles: profiles, Config: config}
 }
 
 // evaluateAll evaluates every node through the eval cache.

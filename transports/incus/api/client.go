@@ -1,4 +1,5 @@
-package incus
+// Package api is a small typed client of the Incus REST API over the daemon's local unix socket.
+package api
 
 import (
 	"bytes"
@@ -10,26 +11,45 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/gorilla/websocket"
 )
 
-// client is a small typed client of the Incus REST API over the daemon's local
+// DefaultSocket is the local daemon's unix socket when INCUS_DIR is not set.
+const DefaultSocket = "/var/lib/incus/unix.socket"
+
+// Socket is the local daemon's unix socket: $INCUS_DIR/unix.socket when
+// INCUS_DIR is set, else DefaultSocket.
+func Socket() string {
+	if dir := os.Getenv("INCUS_DIR"); dir != "" {
+		return filepath.Join(dir, "unix.socket")
+	}
+	return DefaultSocket
+}
+
+// Client is a small typed client of the Incus REST API over the daemon's local
 // unix socket: JSON requests with the standard response envelope, background
-// operations and their websockets.
-type client struct {
+// operations and their websockets. It is safe for concurrent use.
+type Client struct {
 	socket string
 	http   *http.Client
 	ws     *websocket.Dialer
 }
 
-func newClient(socket string) *client {
+// New makes a client of the daemon listening on socket ("": Socket()). It does
+// not talk to the daemon: the first request does.
+func New(socket string) *Client {
+	if socket == "" {
+		socket = Socket()
+	}
 	dial := func(ctx context.Context, _, _ string) (net.Conn, error) {
 		var d net.Dialer
 		return d.DialContext(ctx, "unix", socket)
 	}
-	return &client{
+	return &Client{
 		socket: socket,
 		http:   &http.Client{Transport: &http.Transport{DialContext: dial, MaxIdleConns: 4}},
 		ws:     &websocket.Dialer{NetDialContext: dial},
@@ -51,6 +71,8 @@ type response struct {
 	ErrorCode  int             `json:"error_code"`
 	Error      string          `json:"error"`
 	Metadata   json.RawMessage `json:"metadata"`
+
+	etag string // the ETag header of the answer
 }
 
 // operation is a background operation (the metadata of an async response and
@@ -71,26 +93,26 @@ const (
 	statusFailure = 400
 )
 
-// apiError is an error answer of the API.
-type apiError struct {
-	Code int // HTTP status
+// Error is an error answer of the API, or a failed background operation.
+type Error struct {
+	Code int // HTTP status (a failed operation: its status code, 400)
 	Msg  string
 }
 
-func (e *apiError) Error() string {
+func (e *Error) Error() string {
 	if e.Msg == "" {
 		return fmt.Sprintf("incus API: HTTP %d", e.Code)
 	}
 	return "incus API: " + e.Msg
 }
 
-// dialError is a failure to reach the daemon (socket missing, refused, cut).
-type dialError struct{ err error }
+// DialError is a failure to reach the daemon (socket missing, refused, cut).
+type DialError struct{ Err error }
 
-func (e *dialError) Error() string { return e.err.Error() }
-func (e *dialError) Unwrap() error { return e.err }
+func (e *DialError) Error() string { return e.Err.Error() }
+func (e *DialError) Unwrap() error { return e.Err }
 
-// query adds project (when not empty) to path.
+// withProject adds project (when not empty) to path.
 func withProject(path, project string) string {
 	if project == "" {
 		return path
@@ -103,8 +125,14 @@ func withProject(path, project string) string {
 }
 
 // do sends one request (body marshalled as JSON when not nil) and decodes the
-// envelope; an error answer is an *apiError, a transport failure a *dialError.
-func (c *client) do(ctx context.Context, method, path string, body any) (*response, error) {
+// envelope; an error answer is an *Error, a transport failure a *DialError.
+func (c *Client) do(ctx context.Context, method, path string, body any) (*response, error) {
+	return c.doETag(ctx, method, path, body, "")
+}
+
+// doETag is do with an If-Match header when etag is not empty; the answer's
+// ETag is kept in response.etag.
+func (c *Client) doETag(ctx context.Context, method, path string, body any, etag string) (*response, error) {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -120,12 +148,15 @@ func (c *client) do(ctx context.Context, method, path string, body any) (*respon
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	if etag != "" {
+		req.Header.Set("If-Match", etag)
+	}
 	resp, err := c.http.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, &dialError{err}
+		return nil, &DialError{err}
 	}
 	defer resp.Body.Close()
 	var r response
@@ -133,20 +164,21 @@ func (c *client) do(ctx context.Context, method, path string, body any) (*respon
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, &dialError{fmt.Errorf("%s %s: answer not understood (HTTP %d): %w", method, path, resp.StatusCode, err)}
+		return nil, &DialError{fmt.Errorf("%s %s: answer not understood (HTTP %d): %w", method, path, resp.StatusCode, err)}
 	}
 	if r.Type == "error" || resp.StatusCode >= 400 {
 		code := r.ErrorCode
 		if code == 0 {
 			code = resp.StatusCode
 		}
-		return nil, &apiError{Code: code, Msg: r.Error}
+		return nil, &Error{Code: code, Msg: r.Error}
 	}
+	r.etag = resp.Header.Get("ETag")
 	return &r, nil
 }
 
 // get GETs path and decodes the metadata of the sync answer into out.
-func (c *client) get(ctx context.Context, path string, out any) error {
+func (c *Client) get(ctx context.Context, path string, out any) error {
 	r, err := c.do(ctx, http.MethodGet, path, nil)
 	if err != nil {
 		return err
@@ -158,7 +190,7 @@ func (c *client) get(ctx context.Context, path string, out any) error {
 }
 
 // postAsync POSTs body to path and returns the operation it started.
-func (c *client) postAsync(ctx context.Context, path string, body any) (*operation, error) {
+func (c *Client) postAsync(ctx context.Context, path string, body any) (*operation, error) {
 	r, err := c.do(ctx, http.MethodPost, path, body)
 	if err != nil {
 		return nil, err
@@ -178,7 +210,7 @@ func (c *client) postAsync(ctx context.Context, path string, body any) (*operati
 
 // wait waits, without a time limit of its own, until the operation has ended
 // and returns its final state; a cancelled ctx stops the wait.
-func (c *client) wait(ctx context.Context, id string) (*operation, error) {
+func (c *Client) wait(ctx context.Context, id string) (*operation, error) {
 	var op operation
 	if err := c.get(ctx, "/1.0/operations/"+url.PathEscape(id)+"/wait?timeout=-1", &op); err != nil {
 		return nil, err
@@ -187,7 +219,7 @@ func (c *client) wait(ctx context.Context, id string) (*operation, error) {
 }
 
 // websocket connects to one of an operation's websockets.
-func (c *client) websocket(ctx context.Context, id, secret string) (*websocket.Conn, error) {
+func (c *Client) websocket(ctx context.Context, id, secret string) (*websocket.Conn, error) {
 	u := wsBase + "/1.0/operations/" + url.PathEscape(id) + "/websocket?secret=" + url.QueryEscape(secret)
 	conn, resp, err := c.ws.DialContext(ctx, u, nil)
 	if err != nil {
@@ -198,31 +230,37 @@ func (c *client) websocket(ctx context.Context, id, secret string) (*websocket.C
 			defer resp.Body.Close()
 			var r response
 			if json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&r) == nil && r.Error != "" {
-				return nil, &apiError{Code: resp.StatusCode, Msg: r.Error}
+				return nil, &Error{Code: resp.StatusCode, Msg: r.Error}
 			}
-			return nil, &apiError{Code: resp.StatusCode, Msg: "websocket: " + err.Error()}
+			return nil, &Error{Code: resp.StatusCode, Msg: "websocket: " + err.Error()}
 		}
-		return nil, &dialError{err}
+		return nil, &DialError{err}
 	}
 	return conn, nil
 }
 
-// close releases idle connections to the daemon.
-func (c *client) close() {
+// Close releases the idle connections to the daemon; the client stays usable.
+func (c *Client) Close() {
 	c.http.CloseIdleConnections()
 }
 
-// isDial tells whether err is a failure to reach the daemon.
-func isDial(err error) bool {
-	var d *dialError
+// IsDial tells whether err is a failure to reach the daemon.
+func IsDial(err error) bool {
+	var d *DialError
 	return errors.As(err, &d)
 }
 
-// apiCode is the HTTP status of an API error answer, 0 for other errors.
-func apiCode(err error) int {
-	var a *apiError
+// Code is the HTTP status of an API error answer, 0 for other errors.
+func Code(err error) int {
+	var a *Error
 	if errors.As(err, &a) {
 		return a.Code
 	}
 	return 0
+}
+
+// IsNotFound tells whether err is the API's answer that the object asked for
+// (instance, project, image alias, operation) does not exist.
+func IsNotFound(err error) bool {
+	return Code(err) == http.StatusNotFound
 }

@@ -1,4 +1,4 @@
-package incus
+package api
 
 import (
 	"context"
@@ -14,8 +14,9 @@ import (
 	"github.com/gorilla/websocket"
 )
 
-// execRequest is the body of POST /1.0/instances/<name>/exec.
-type execRequest struct {
+// ExecRequest is the body of POST /1.0/instances/<name>/exec. Exec sets the
+// stream fields itself (websockets, not interactive, output not recorded).
+type ExecRequest struct {
 	Command      []string          `json:"command"`
 	Environment  map[string]string `json:"environment,omitempty"`
 	WaitForWS    bool              `json:"wait-for-websocket"`
@@ -46,15 +47,18 @@ var (
 	drainGrace = 5 * time.Second
 )
 
-// errExecCancelled is what exec returns when ctx ends before the command.
-var errExecCancelled = errors.New("interrupted")
+// ErrExecCancelled is what Exec returns (with ctx.Err()) when ctx ends before
+// the command.
+var ErrExecCancelled = errors.New("interrupted")
 
-// exec runs req.Command on instance with the websocket streams of a
+// Exec runs req.Command on instance with the websocket streams of a
 // non-interactive exec: stdin (nil: empty) is sent and then closed, stdout and
 // stderr (nil: discarded) get what the command writes, and its exit status is
 // returned. A cancelled ctx signals the command (SIGTERM), then closes the
-// streams, which makes the daemon kill it; exec then returns ctx.Err().
-func (c *client) exec(ctx context.Context, instance, project string, req execRequest,
+// streams, which makes the daemon kill it; Exec then returns ErrExecCancelled
+// wrapped with ctx.Err(). A program the daemon cannot find is an *Error whose
+// message IsCommandNotFound tells.
+func (c *Client) Exec(ctx context.Context, instance, project string, req ExecRequest,
 	stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	req.WaitForWS, req.Interactive, req.RecordOutput = true, false, false
 	op, err := c.postAsync(ctx, withProject("/1.0/instances/"+url.PathEscape(instance)+"/exec", project), req)
@@ -133,7 +137,7 @@ func (c *client) exec(ctx context.Context, instance, project string, req execReq
 		case <-opDone:
 		case <-time.After(cancelGrace):
 		}
-		return -1, fmt.Errorf("%w: %w", errExecCancelled, ctx.Err())
+		return -1, fmt.Errorf("%w: %w", ErrExecCancelled, ctx.Err())
 	}
 	// The output ends when the daemon closes its streams, right after the
 	// operation; a stream a leftover process holds open is cut off.
@@ -162,14 +166,14 @@ func (c *client) exec(ctx context.Context, instance, project string, req execReq
 		if final.Return != nil {
 			return *final.Return, nil
 		}
-		if isNotFound(res.op.Err) {
-			return -1, &apiError{Code: statusFailure, Msg: res.op.Err}
+		if IsCommandNotFound(res.op.Err) {
+			return -1, &Error{Code: statusFailure, Msg: res.op.Err}
 		}
 		return -1, fmt.Errorf("incus API: exec of %s ended without an exit status: %s", req.Command[0], msg)
 	}
 	for _, err := range outErrs {
 		if err != nil && !cut {
-			return -1, &dialError{fmt.Errorf("output of %s cut off: %w", req.Command[0], err)}
+			return -1, &DialError{fmt.Errorf("output of %s cut off: %w", req.Command[0], err)}
 		}
 	}
 	return *final.Return, nil
@@ -221,8 +225,8 @@ func recvStream(conn *websocket.Conn, w io.Writer) error {
 	}
 }
 
-// isNotFound tells whether a message of the daemon says that the command's
-// program was not found on the instance.
-func isNotFound(msg string) bool {
+// IsCommandNotFound tells whether a message of the daemon says that the
+// command's program was not found on the instance.
+func IsCommandNotFound(msg string) bool {
 	return strings.Contains(strings.ToLower(msg), "command not found")
 }

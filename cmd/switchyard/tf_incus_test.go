@@ -1,0 +1,166 @@
+package main_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchyard-nix/switchyard/plan/plantest"
+	"github.com/switchyard-nix/switchyard/testbed"
+)
+
+// incusCLI runs the incus client (test set-up and checks only).
+func incusCLI(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "incus", args...).CombinedOutput()
+	return strings.TrimSpace(string(out)), err
+}
+
+// testProject creates a throwaway Incus project that sees the default project's
+// images and profiles; it is deleted with its instances when t ends (testbed/test.sh
+// also removes leftovers by the name prefix).
+func testProject(t *testing.T) string {
+	t.Helper()
+	b := make([]byte, 4)
+	rand.Read(b)
+	name := "switchyard-test-" + hex.EncodeToString(b)
+	if out, err := incusCLI(t, "project", "create", name, "-c", "features.images=false", "-c", "features.profiles=false"); err != nil {
+		t.Fatalf("incus project create: %v: %s", err, out)
+	}
+	t.Cleanup(func() {
+		out, _ := incusCLI(t, "list", "--project", name, "--format", "csv", "-c", "n")
+		for _, inst := range strings.Fields(out) {
+			incusCLI(t, "delete", "--force", "--project", name, inst)
+		}
+		incusCLI(t, "project", "delete", name)
+	})
+	return name
+}
+
+// instances lists the project's instances as name -> status.
+func instances(t *testing.T, project string) map[string]string {
+	t.Helper()
+	out, err := incusCLI(t, "list", "--project", project, "--format", "csv", "-c", "ns")
+	if err != nil {
+		t.Fatalf("incus list: %v: %s", err, out)
+	}
+	m := map[string]string{}
+	for _, line := range strings.Fields(out) {
+		if name, status, ok := strings.Cut(line, ","); ok {
+			m[name] = status
+		}
+	}
+	return m
+}
+
+// SPEC 7, tf-incus: apply creates each node's instance from the image and deploys
+// it through the Incus API; a plan right after changes nothing; destroy deletes the
+// instances.
+func TestTFIncusApplyPlanDestroy(t *testing.T) {
+	bed := testbed.Require(t)
+	needTofu(t)
+	t.Parallel()
+	project := testProject(t)
+	tree := plantest.WriteTree(t, t.TempDir(), plantest.Tree{Nodes: []plantest.Node{
+		{Name: "web1", Image: bed.Image}, {Name: "web2", Image: bed.Image},
+	}})
+	env := []string{
+		fmt.Sprintf(`DEPLOYMENT={"deployment-method":{"tf-incus":{"project":%q}}}`, project),
+		"DEPLOY_EVAL_CACHE_DIR=" + t.TempDir(),
+	}
+
+	r := switchyard(t, env, "tf-incus", "apply", "--tree", tree, "--output", "json")
+	wantCode(t, r, 0)
+	vs := verdicts(t, r)
+	for _, name := range []string{"web1", "web2"} {
+		v := vs[name]
+		if v == nil || v["ok"] != true || v["target"] != "incus "+project+"/"+name {
+			t.Fatalf("%s: verdict %v\n%s", name, v, strings.Join(logMsgs(r), "\n"))
+		}
+		got, err := incusCLI(t, "exec", "--project", project, name, "--", "readlink", "/run/current-system")
+		if err != nil || got != v["toplevel"] {
+			t.Errorf("%s runs %q (%v), want %v", name, got, err, v["toplevel"])
+		}
+		cfg, _ := incusCLI(t, "config", "get", "--project", project, name, "limits.memory")
+		if cfg != "1GiB" {
+			t.Errorf("%s: limits.memory %q", name, cfg)
+		}
+	}
+	if got := instances(t, project); len(got) != 2 || got["web1"] != "RUNNING" {
+		t.Errorf("instances %v", got)
+	}
+
+	// The verdict-only pass reaches the instances through the Incus API too.
+	r = switchyard(t, env, "tf-incus", "verdict", "--tree", tree, "--output", "json")
+	wantCode(t, r, 0)
+	if vs := verdicts(t, r); len(vs) != 2 || vs["web2"]["ok"] != true || vs["web2"]["target"] != "incus "+project+"/web2" {
+		t.Errorf("verdict-only pass: %v", vs)
+	}
+
+	r = switchyard(t, env, "tf-incus", "plan", "--tree", tree, "--output", "json")
+	wantCode(t, r, 0)
+	if p := planEvents(r); len(p) != 2 || p["web1"] || p["web2"] {
+		t.Errorf("plan right after apply: %v\n%s", p, r.stdout)
+	}
+
+	// web1's image changes (another alias of the same image): its instance is
+	// replaced, and the fresh instance is deployed again; web2 is left alone.
+	if out, err := incusCLI(t, "exec", "--project", project, "web1", "--", "touch", "/etc/old-instance"); err != nil {
+		t.Fatalf("mark web1: %v: %s", err, out)
+	}
+	alias := project + "-image"
+	if out, err := incusCLI(t, "image", "alias", "create", alias, imageFingerprint(t, bed.Image)); err != nil {
+		t.Fatalf("incus image alias create: %v: %s", err, out)
+	}
+	t.Cleanup(func() { incusCLI(t, "image", "alias", "delete", alias) })
+	plantest.WriteTree(t, tree, plantest.Tree{Nodes: []plantest.Node{
+		{Name: "web1", Image: alias}, {Name: "web2", Image: bed.Image},
+	}})
+	r = switchyard(t, env, "tf-incus", "apply", "--tree", tree, "--output", "json")
+	wantCode(t, r, 0)
+	if v := verdicts(t, r)["web1"]; v == nil || v["ok"] != true || v["switch"].(map[string]any)["result"] != "ok" {
+		t.Errorf("web1 after its instance was replaced: %v\n%s", v, strings.Join(logMsgs(r), "\n"))
+	}
+	if got, err := incusCLI(t, "exec", "--project", project, "web1", "--", "readlink", "/run/current-system"); err != nil || !strings.HasPrefix(got, "/nix/store/") {
+		t.Errorf("the new web1 runs %q (%v)", got, err)
+	}
+	if _, err := incusCLI(t, "exec", "--project", project, "web1", "--", "test", "-e", "/etc/old-instance"); err == nil {
+		t.Error("web1's instance was not replaced")
+	}
+	if countLogs(r, "web1", `switchyard_incus_instance.node["web1"]: Destroying`) != 1 ||
+		countLogs(r, "web1", `switchyard_deployment.node["web1"]: Creating`) != 1 {
+		t.Errorf("web1's instance and deployment not replaced: %q", logMsgs(r))
+	}
+	if countLogs(r, "web2", "Modifying") != 0 || countLogs(r, "web2", "Creating") != 0 || countLogs(r, "web2", "Destroying") != 0 {
+		t.Errorf("web2 touched: %q", logMsgs(r))
+	}
+
+	r = switchyard(t, env, "tf-incus", "destroy", "--tree", tree, "--output", "json")
+	wantCode(t, r, 0)
+	if got := instances(t, project); len(got) != 0 {
+		t.Errorf("instances after destroy: %v", got)
+	}
+}
+
+// imageFingerprint is the fingerprint of a local image alias.
+func imageFingerprint(t *testing.T, alias string) string {
+	t.Helper()
+	out, err := incusCLI(t, "image", "info", alias)
+	if err != nil {
+		t.Fatalf("incus image info: %v: %s", err, out)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if f, ok := strings.CutPrefix(strings.TrimSpace(line), "Fingerprint:"); ok {
+			return strings.TrimSpace(f)
+		}
+	}
+	t.Fatalf("no fingerprint in incus image info %s", alias)
+	return ""
+}
