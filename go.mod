@@ -8,6 +8,7 @@ require (
 	github.com/hashicorp/hc-install v0.10.0
 	github.com/kevinburke/ssh_config v1.6.0
 	golang.org/x/crypto v0.59.0
+	gopkg.in/yaml.v3 v3.0.1
 )
 
 require (

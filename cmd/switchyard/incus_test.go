@@ -29,10 +29,10 @@ func TestDeployIncus(t *testing.T) {
 		t.Errorf("system profile -> %q, want %q", got, top)
 	}
 
-	// A remote of the Incus client configuration is refused, saying why.
-	r = switchyard(t, nil, "deploy", "--transport", "incus", "--target", "prod:"+node.Name, "--toplevel", top)
+	// A remote the Incus client configuration does not have is refused, naming it.
+	r = switchyard(t, []string{"INCUS_CONF=" + t.TempDir()}, "deploy", "--transport", "incus", "--target", "prod:"+node.Name, "--toplevel", top)
 	wantCode(t, r, 2)
-	if !strings.Contains(r.stderr, "not built yet") {
+	if !strings.Contains(r.stderr, `incus remote "prod" is not in the Incus client configuration`) {
 		t.Errorf("a remote target: stderr %q", r.stderr)
 	}
 }

@@ -1,4 +1,6 @@
-// Package incus is the incus transport: commands and copies through the Incus REST API over the daemon's local unix socket.
+// Package incus is the incus transport: commands and copies through the Incus
+// REST API, over the local daemon's unix socket or over HTTPS to a remote of
+// the Incus client configuration.
 package incus
 
 import (
@@ -12,6 +14,7 @@ import (
 
 	"github.com/switchyard-nix/switchyard/effects"
 	"github.com/switchyard-nix/switchyard/transports/incus/api"
+	"github.com/switchyard-nix/switchyard/transports/incus/clientconf"
 	"github.com/switchyard-nix/switchyard/transports/nixserve"
 	"github.com/switchyard-nix/switchyard/transports/stream"
 )
@@ -23,12 +26,19 @@ const (
 	DefaultSwitchRuntimeMax = 900 * time.Second
 )
 
-// Config says how to reach one instance through the local Incus daemon.
+// Config says how to reach one instance through an Incus daemon.
 type Config struct {
 	Instance string // the instance's name
-	Project  string // its project; default "default"
-	// Socket is the daemon's unix socket; default $INCUS_DIR/unix.socket when
-	// INCUS_DIR is set, else /var/lib/incus/unix.socket.
+	// Project is the instance's project; default the remote's project in the
+	// Incus client configuration, else "default".
+	Project string
+	// Remote is a remote of the Incus client configuration ($INCUS_CONF, else
+	// ~/.config/incus: config.yml, the client certificate, the pinned server
+	// certificate); "" and "local" are the local daemon's unix socket.
+	Remote string
+	// Socket is the local daemon's unix socket; default $INCUS_DIR/unix.socket
+	// when INCUS_DIR is set, else /var/lib/incus/unix.socket. Only without a
+	// Remote.
 	Socket string
 	// SwitchRuntimeMax bounds the switch's transient unit; default 900 s.
 	SwitchRuntimeMax time.Duration
@@ -40,6 +50,8 @@ type Config struct {
 type Transport struct {
 	cfg Config
 	c   *api.Client
+	// remote is the name of the remote in Target, "" for the local socket.
+	remote string
 
 	mu       sync.Mutex
 	closed   bool
@@ -51,11 +63,41 @@ var (
 	_ effects.CopyCounter = (*Transport)(nil)
 )
 
-// New checks cfg and applies the defaults. It does not talk to the daemon: the
+// New checks cfg and applies the defaults; a Remote is looked up in the Incus
+// client configuration, whose errors (unknown remote, not an Incus server, no
+// client certificate) name the remote. It does not talk to the daemon: the
 // first Run does.
 func New(cfg Config) (*Transport, error) {
 	if err := checkName("instance", cfg.Instance); err != nil {
 		return nil, err
+	}
+	if cfg.Project != "" {
+		if err := checkName("project", cfg.Project); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.SwitchRuntimeMax <= 0 {
+		cfg.SwitchRuntimeMax = DefaultSwitchRuntimeMax
+	}
+	if isLocal(cfg.Remote) {
+		cfg.Remote = ""
+		if cfg.Project == "" {
+			cfg.Project = DefaultProject
+		}
+		if cfg.Socket == "" {
+			cfg.Socket = api.Socket()
+		}
+		return &Transport{cfg: cfg, c: api.New(cfg.Socket)}, nil
+	}
+	if cfg.Socket != "" {
+		return nil, fmt.Errorf("incus remote %q: a socket is for the local daemon only", cfg.Remote)
+	}
+	ep, err := clientconf.Open(cfg.Remote)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Project == "" {
+		cfg.Project = ep.Project
 	}
 	if cfg.Project == "" {
 		cfg.Project = DefaultProject
@@ -63,31 +105,31 @@ func New(cfg Config) (*Transport, error) {
 	if err := checkName("project", cfg.Project); err != nil {
 		return nil, err
 	}
-	if cfg.Socket == "" {
-		cfg.Socket = api.Socket()
-	}
-	if cfg.SwitchRuntimeMax <= 0 {
-		cfg.SwitchRuntimeMax = DefaultSwitchRuntimeMax
-	}
-	return &Transport{cfg: cfg, c: api.New(cfg.Socket)}, nil
+	cfg.Socket = ep.Socket // a remote whose address is unix://
+	return &Transport{cfg: cfg, c: ep.Client(), remote: cfg.Remote}, nil
 }
 
-// ParseTarget splits a --target of "[remote:]instance". Only the local daemon
-// is reachable so far: a remote other than "local" (or "none") is refused.
-func ParseTarget(s string) (instance string, err error) {
+// isLocal tells whether a remote's name means the local daemon's socket.
+func isLocal(remote string) bool {
+	return remote == "" || remote == clientconf.Local || remote == "none"
+}
+
+// ParseTarget splits a --target of "[remote:]instance". No remote, "local" (and
+// "none") are the local daemon's unix socket, returned as remote "".
+func ParseTarget(s string) (remote, instance string, err error) {
 	remote, name, found := strings.Cut(s, ":")
 	if !found {
 		remote, name = "", s
 	}
-	switch remote {
-	case "", "local", "none":
-	default:
-		return "", fmt.Errorf("incus remote %q: remotes of the Incus client configuration are not built yet; only the local daemon's unix socket is (give the instance alone, or local:<instance>)", remote)
+	if isLocal(remote) {
+		remote = ""
+	} else if err := checkName("remote", remote); err != nil {
+		return "", "", err
 	}
 	if err := checkName("instance", name); err != nil {
-		return "", err
+		return "", "", err
 	}
-	return name, nil
+	return remote, name, nil
 }
 
 // checkName refuses an empty instance or project name and one that cannot be a
@@ -102,8 +144,12 @@ func checkName(what, name string) error {
 	return nil
 }
 
-// Target is "incus <project>/<instance>".
+// Target is "incus <project>/<instance>", "incus <remote>:<project>/<instance>"
+// for a remote.
 func (t *Transport) Target() string {
+	if t.remote != "" {
+		return "incus " + t.remote + ":" + t.cfg.Project + "/" + t.cfg.Instance
+	}
 	return "incus " + t.cfg.Project + "/" + t.cfg.Instance
 }
 
@@ -177,6 +223,13 @@ func (e *wrapped) Unwrap() []error {
 		return []error{e.kind}
 	}
 	return []error{e.kind, e.cause}
+}
+
+// refused is an error where the node must not be touched (effects.ErrRefused):
+// the remote's server certificate is not the pinned one. The message is the
+// format's alone; cause is kept for errors.Is/As.
+func refused(cause error, format string, args ...any) error {
+	return &wrapped{msg: fmt.Sprintf(format, args...) + ": refusing to touch the node", kind: effects.ErrRefused, cause: cause}
 }
 
 func unreachable(cause error, format string, args ...any) error {

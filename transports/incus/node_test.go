@@ -225,16 +225,16 @@ func TestNodeCopyClosure(t *testing.T) {
 }
 
 func TestParseTarget(t *testing.T) {
-	for in, want := range map[string]string{"web1": "web1", "local:web1": "web1", "none:web1": "web1", ":web1": "web1"} {
-		if got, err := ParseTarget(in); err != nil || got != want {
-			t.Errorf("ParseTarget(%q) = %q, %v; want %q", in, got, err, want)
+	for in, want := range map[string][2]string{
+		"web1": {"", "web1"}, "local:web1": {"", "web1"}, "none:web1": {"", "web1"}, ":web1": {"", "web1"},
+		"prod:web1": {"prod", "web1"},
+	} {
+		if remote, got, err := ParseTarget(in); err != nil || remote != want[0] || got != want[1] {
+			t.Errorf("ParseTarget(%q) = %q, %q, %v; want %q", in, remote, got, err, want)
 		}
 	}
-	if _, err := ParseTarget("prod:web1"); err == nil || !strings.Contains(err.Error(), "not built yet") {
-		t.Errorf("a remote: %v", err)
-	}
-	for _, bad := range []string{"", "local:", "a/b"} {
-		if _, err := ParseTarget(bad); err == nil {
+	for _, bad := range []string{"", "local:", "prod:", "a/b", "prod:a/b", "a b:web1"} {
+		if _, _, err := ParseTarget(bad); err == nil {
 			t.Errorf("ParseTarget(%q) accepted", bad)
 		}
 	}

@@ -2,8 +2,10 @@ package incus
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 
 	"github.com/switchyard-nix/switchyard/effects"
@@ -79,14 +81,29 @@ func (t *Transport) Run(ctx context.Context, cmd effects.Command) (int, error) {
 // daemon or the instance cannot be reached, ctx's error when cancelled.
 func (t *Transport) classify(ctx context.Context, err error, argv0 string) error {
 	target := t.Target()
+	var badCert *tls.CertificateVerificationError
 	switch {
 	case errors.Is(err, api.ErrExecCancelled) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
 		if ctx.Err() != nil {
 			return fmt.Errorf("%s: %s interrupted: %w", target, argv0, ctx.Err())
 		}
 		return fmt.Errorf("%s: %s: %w", target, argv0, err)
+	case api.IsServerCert(err):
+		var sc *api.ServerCertError
+		if errors.As(err, &sc) && sc.Got != "" {
+			return refused(err, "%s: the Incus remote at %s presents a server certificate (SHA-256 fingerprint %s) that is not the pinned one (%s)",
+				target, t.c.Where(), sc.Got, sc.Want)
+		}
+		return refused(err, "%s: the Incus remote at %s sends no server certificate", target, t.c.Where())
+	case errors.As(err, &badCert):
+		// No pin, and the system's roots do not vouch for the server: like an
+		// unknown SSH host key.
+		return refused(err, "%s: the server certificate of the Incus remote at %s does not verify (%v); pin it as servercerts/%s.crt of the Incus client configuration",
+			target, t.c.Where(), badCert.Err, t.remote)
 	case api.IsDial(err):
-		return unreachable(err, "%s: the Incus daemon at %s does not answer", target, t.cfg.Socket)
+		return unreachable(err, "%s: the Incus daemon at %s does not answer", target, t.c.Where())
+	case t.remote != "" && api.Code(err) == http.StatusForbidden:
+		return unreachable(err, "%s: the Incus remote at %s does not trust this client's certificate", target, t.c.Where())
 	case api.IsNotFound(err):
 		return unreachable(err, "%s: no such instance", target)
 	case instanceDown(err):

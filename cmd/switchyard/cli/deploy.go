@@ -35,13 +35,13 @@ func parseDeployFlags(args []string) (deployFlags, error) {
 	fs := flag.NewFlagSet("deploy", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&f.transport, "transport", "ssh", "ssh|incus|shell")
-	fs.StringVar(&f.target, "target", "", "ssh: [user@]host[:port]; incus: [remote:]instance")
+	fs.StringVar(&f.target, "target", "", "ssh: [user@]host[:port]; incus: [remote:]instance (remote: of the Incus client configuration, $INCUS_CONF or ~/.config/incus)")
 	fs.StringVar(&f.node, "node", "", "the node's name in messages (default: the target's host)")
 	fs.Var(&f.sshKeys, "ssh-key", "private key file (repeatable; the ssh agent is used too)")
 	fs.StringVar(&f.knownHosts, "known-hosts", "", "known_hosts file (default ~/.ssh/known_hosts)")
 	fs.StringVar(&f.sshConfig, "ssh-config", "", "ssh_config file: HostName, Port, User, IdentityFile, ProxyJump (default ~/.ssh/config; none: no file)")
 	fs.StringVar(&f.hooks, "hooks", "", "shell transport prologue")
-	fs.StringVar(&f.project, "project", "", "incus project")
+	fs.StringVar(&f.project, "project", "", "incus project (default: the remote's, else default)")
 	fs.StringVar(&f.output, "output", "text", "text|json")
 	fs.StringVar(&f.source.Toplevel, "toplevel", "", "an already built toplevel store path")
 	fs.StringVar(&f.source.Drv, "drv", "", "a derivation to realise")
@@ -129,11 +129,11 @@ func newTransport(f deployFlags) (effects.Transport, string, error) {
 		}
 		return t, "node", nil
 	case "incus":
-		instance, err := incus.ParseTarget(f.target)
+		remote, instance, err := incus.ParseTarget(f.target)
 		if err != nil {
 			return nil, "", fmt.Errorf("--target: %w", err)
 		}
-		t, err := incus.New(incus.Config{Instance: instance, Project: f.project})
+		t, err := incus.New(incus.Config{Instance: instance, Project: f.project, Remote: remote})
 		if err != nil {
 			return nil, "", err
 		}

@@ -1,9 +1,11 @@
-// Package api is a small typed client of the Incus REST API over the daemon's local unix socket.
+// Package api is a small typed client of the Incus REST API, over the daemon's
+// local unix socket or over HTTPS with a client certificate.
 package api
 
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/gorilla/websocket"
 )
@@ -30,13 +33,17 @@ func Socket() string {
 	return DefaultSocket
 }
 
-// Client is a small typed client of the Incus REST API over the daemon's local
-// unix socket: JSON requests with the standard response envelope, background
-// operations and their websockets. It is safe for concurrent use.
+// Client is a small typed client of the Incus REST API, over the daemon's local
+// unix socket (New) or over HTTPS to a remote (NewRemote): JSON requests with
+// the standard response envelope, background operations and their websockets.
+// It is safe for concurrent use.
 type Client struct {
-	socket string
-	http   *http.Client
-	ws     *websocket.Dialer
+	where    string // the socket's path, or the remote's host:port
+	httpBase string // scheme and host of the API's URLs
+	wsBase   string // the same for websockets
+	http     *http.Client
+	ws       *websocket.Dialer
+	broken   error // NewRemote's error: every request fails with it
 }
 
 // New makes a client of the daemon listening on socket ("": Socket()). It does
@@ -49,18 +56,85 @@ func New(socket string) *Client {
 		var d net.Dialer
 		return d.DialContext(ctx, "unix", socket)
 	}
+	// The host part of the URLs is never resolved: every connection goes to the socket.
 	return &Client{
-		socket: socket,
-		http:   &http.Client{Transport: &http.Transport{DialContext: dial, MaxIdleConns: 4}},
-		ws:     &websocket.Dialer{NetDialContext: dial},
+		where:    socket,
+		httpBase: "http://incus",
+		wsBase:   "ws://incus",
+		http:     &http.Client{Transport: &http.Transport{DialContext: dial, MaxIdleConns: 4}},
+		ws:       &websocket.Dialer{NetDialContext: dial},
 	}
 }
 
-// The host part of the URLs is never resolved: every connection goes to the socket.
-const (
-	httpBase = "http://incus"
-	wsBase   = "ws://incus"
-)
+// DefaultPort is the port of an HTTPS address given without one.
+const DefaultPort = "8443"
+
+// NewRemote makes a client of the daemon at addr ("https://host[:port]" or
+// "host[:port]"; port default 8443) over HTTPS, requests and websockets (wss)
+// alike, with the TLS configuration tlsConf (the client certificate and how the
+// server's is verified; see PinnedTLS). It does not talk to the daemon: the
+// first request does. An addr HostPort refuses, or a nil tlsConf, fails every
+// request.
+func NewRemote(addr string, tlsConf *tls.Config) *Client {
+	hostPort, err := HostPort(addr)
+	if err == nil && tlsConf == nil {
+		err = fmt.Errorf("incus remote %s: no TLS configuration", hostPort)
+	}
+	if err != nil {
+		return &Client{where: addr, broken: err, http: &http.Client{}, ws: &websocket.Dialer{}}
+	}
+	tr := &http.Transport{
+		TLSClientConfig:     tlsConf.Clone(),
+		MaxIdleConns:        4,
+		TLSHandshakeTimeout: 30 * time.Second,
+		DialContext:         (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+	}
+	return &Client{
+		where:    hostPort,
+		httpBase: "https://" + hostPort,
+		wsBase:   "wss://" + hostPort,
+		http:     &http.Client{Transport: tr},
+		ws: &websocket.Dialer{
+			TLSClientConfig:  tlsConf.Clone(),
+			HandshakeTimeout: 30 * time.Second,
+			NetDialContext:   (&net.Dialer{Timeout: 30 * time.Second}).DialContext,
+		},
+	}
+}
+
+// HostPort is the host:port of an HTTPS address: "https://host[:port][/]" or
+// "host[:port]", port default 8443.
+func HostPort(addr string) (string, error) {
+	s := addr
+	if strings.Contains(s, "://") {
+		u, err := url.Parse(s)
+		if err != nil {
+			return "", fmt.Errorf("incus address %q: %w", addr, err)
+		}
+		if u.Scheme != "https" {
+			return "", fmt.Errorf("incus address %q: want https://", addr)
+		}
+		if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil {
+			return "", fmt.Errorf("incus address %q: want https://host[:port] alone", addr)
+		}
+		s = u.Host
+	}
+	if s == "" || strings.ContainsAny(s, "/?#@ \t") {
+		return "", fmt.Errorf("incus address %q: want https://host[:port]", addr)
+	}
+	if _, _, err := net.SplitHostPort(s); err != nil {
+		// No port, or an IPv6 address without brackets.
+		h := strings.TrimSuffix(strings.TrimPrefix(s, "["), "]")
+		s = net.JoinHostPort(h, DefaultPort)
+		if _, _, err := net.SplitHostPort(s); err != nil {
+			return "", fmt.Errorf("incus address %q: %w", addr, err)
+		}
+	}
+	return s, nil
+}
+
+// Where is the socket's path or the remote's host:port.
+func (c *Client) Where() string { return c.where }
 
 // response is the envelope of every API answer (type "sync", "async" or "error").
 type response struct {
@@ -133,6 +207,9 @@ func (c *Client) do(ctx context.Context, method, path string, body any) (*respon
 // doETag is do with an If-Match header when etag is not empty; the answer's
 // ETag is kept in response.etag.
 func (c *Client) doETag(ctx context.Context, method, path string, body any, etag string) (*response, error) {
+	if c.broken != nil {
+		return nil, c.broken
+	}
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -141,7 +218,7 @@ func (c *Client) doETag(ctx context.Context, method, path string, body any, etag
 		}
 		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, httpBase+path, rd)
+	req, err := http.NewRequestWithContext(ctx, method, c.httpBase+path, rd)
 	if err != nil {
 		return nil, err
 	}
@@ -220,7 +297,10 @@ func (c *Client) wait(ctx context.Context, id string) (*operation, error) {
 
 // websocket connects to one of an operation's websockets.
 func (c *Client) websocket(ctx context.Context, id, secret string) (*websocket.Conn, error) {
-	u := wsBase + "/1.0/operations/" + url.PathEscape(id) + "/websocket?secret=" + url.QueryEscape(secret)
+	if c.broken != nil {
+		return nil, c.broken
+	}
+	u := c.wsBase + "/1.0/operations/" + url.PathEscape(id) + "/websocket?secret=" + url.QueryEscape(secret)
 	conn, resp, err := c.ws.DialContext(ctx, u, nil)
 	if err != nil {
 		if ctx.Err() != nil {
