@@ -218,14 +218,14 @@ func (d *deployment) deploy(ctx context.Context, m *deploymentModel, fail func(s
 	}
 }
 
-// transport is the node's transport: SSH to host, or the local Incus daemon's
-// incus_instance.
+// transport is the node's transport: SSH to host, or incus_instance through the
+// daemon of $SWITCHYARD_INCUS_REMOTE (the local one by default).
 func (m *deploymentModel) transport() (effects.Transport, error) {
 	if msg := transportChoice(m.Host, m.IncusInstance); msg != "" {
 		return nil, errors.New(msg)
 	}
 	if inst := m.IncusInstance.ValueString(); inst != "" {
-		return incus.New(incus.Config{Instance: inst, Project: m.IncusProject.ValueString()})
+		return incus.New(incus.Config{Instance: inst, Project: m.IncusProject.ValueString(), Remote: os.Getenv(EnvIncusRemote)})
 	}
 	sc := ssh.Config{User: m.User.ValueString(), Host: m.Host.ValueString(), Port: int(m.Port.ValueInt64()),
 		HostKey: m.HostKey.ValueString(), KnownHostsFile: m.KnownHostsFile.ValueString()}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 
 	"github.com/switchyard-nix/switchyard/transports/incus"
 	"github.com/switchyard-nix/switchyard/transports/incus/api"
+	"github.com/switchyard-nix/switchyard/transports/incus/clientconf"
 )
 
 // instanceModel is switchyard_incus_instance's data. The attribute names follow
@@ -43,10 +45,28 @@ const bootTimeout = 2 * time.Minute
 // local daemon (its unix socket; $INCUS_DIR is honoured), created from a local
 // image, started and booted. Delete stops and deletes it.
 type instance struct {
-	c *api.Client
+	c   *api.Client
+	err error // the remote could not be opened
 }
 
-func newInstance() resource.Resource { return &instance{c: api.New("")} }
+// newInstance reaches the daemon of $SWITCHYARD_INCUS_REMOTE (the local one by
+// default); a remote that cannot be used fails every operation, naming it.
+func newInstance() resource.Resource {
+	ep, err := clientconf.Open(os.Getenv(EnvIncusRemote))
+	if err != nil {
+		return &instance{err: err}
+	}
+	return &instance{c: ep.Client()}
+}
+
+// usable reports a remote that could not be opened.
+func (r *instance) usable(diags *diag.Diagnostics) bool {
+	if r.err != nil {
+		diags.AddError("incus remote", r.err.Error())
+		return false
+	}
+	return true
+}
 
 var _ resource.Resource = (*instance)(nil)
 
@@ -89,7 +109,7 @@ func (m *instanceModel) label() string {
 func (r *instance) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
 	var m instanceModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &m)...)
-	if resp.Diagnostics.HasError() {
+	if !r.usable(&resp.Diagnostics) || resp.Diagnostics.HasError() {
 		return
 	}
 	project, name := m.Project.ValueString(), m.Name.ValueString()
@@ -205,7 +225,7 @@ func (r *instance) waitBooted(ctx context.Context, project, name string) error {
 func (r *instance) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
 	var m instanceModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &m)...)
-	if resp.Diagnostics.HasError() {
+	if !r.usable(&resp.Diagnostics) || resp.Diagnostics.HasError() {
 		return
 	}
 	inst, err := r.c.Instance(ctx, m.Project.ValueString(), m.Name.ValueString())
@@ -288,7 +308,7 @@ func (r *instance) Update(ctx context.Context, req resource.UpdateRequest, resp 
 	var m, prior instanceModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &m)...)
 	resp.Diagnostics.Append(req.State.Get(ctx, &prior)...)
-	if resp.Diagnostics.HasError() {
+	if !r.usable(&resp.Diagnostics) || resp.Diagnostics.HasError() {
 		return
 	}
 	want, diags := m.put(ctx)
@@ -335,7 +355,7 @@ func (r *instance) Update(ctx context.Context, req resource.UpdateRequest, resp 
 func (r *instance) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
 	var m instanceModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &m)...)
-	if resp.Diagnostics.HasError() {
+	if !r.usable(&resp.Diagnostics) || resp.Diagnostics.HasError() {
 		return
 	}
 	project, name := m.Project.ValueString(), m.Name.ValueString()

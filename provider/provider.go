@@ -32,6 +32,10 @@ const Version = "0.1.0"
 // credentials are per-run values and never enter the configuration or the state.
 const (
 	EnvSSHKeyFile = "SWITCHYARD_SSH_KEY_FILE"
+	// EnvIncusRemote names the remote of the Incus client configuration the
+	// instances and Incus deployments are reached through ("" or "local": the
+	// local daemon's unix socket).
+	EnvIncusRemote = "SWITCHYARD_INCUS_REMOTE"
 )
 
 // MagicCookieEnv is set in a plugin's environment when OpenTofu (or Terraform)

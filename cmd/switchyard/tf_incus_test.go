@@ -12,6 +12,7 @@ import (
 
 	"github.com/switchyard-nix/switchyard/plan/plantest"
 	"github.com/switchyard-nix/switchyard/testbed"
+	"github.com/switchyard-nix/switchyard/transports/incus/incustest"
 )
 
 // incusCLI runs the incus client (test set-up and checks only).
@@ -163,4 +164,39 @@ func imageFingerprint(t *testing.T, alias string) string {
 	}
 	t.Fatalf("no fingerprint in incus image info %s", alias)
 	return ""
+}
+
+// tf-incus through a remote of the Incus client configuration (the test bed's
+// daemon on a loopback HTTPS address, the server certificate pinned): the instance
+// is made and deployed over HTTPS; an unknown remote is refused before OpenTofu runs.
+func TestTFIncusRemote(t *testing.T) {
+	bed := testbed.Require(t)
+	needTofu(t)
+	project := testProject(t)
+	remote := incustest.NewRemote(t, "yard")
+	tree := plantest.WriteTree(t, t.TempDir(), plantest.Tree{Nodes: []plantest.Node{{Name: "web1", Image: bed.Image}}})
+	deployment := func(remote string) string {
+		return fmt.Sprintf(`DEPLOYMENT={"deployment-method":{"tf-incus":{"project":%q,"incusRemote":%q}}}`, project, remote)
+	}
+	env := []string{deployment("yard"), "DEPLOY_EVAL_CACHE_DIR=" + t.TempDir(), "INCUS_CONF=" + remote.Dir}
+
+	r := switchyard(t, []string{deployment("nowhere"), env[1], env[2]}, "tf-incus", "apply", "--tree", tree)
+	wantCode(t, r, 2)
+	if !strings.Contains(r.stderr, `incus remote "nowhere"`) || len(instances(t, project)) != 0 {
+		t.Errorf("unknown remote: %q", r.stderr)
+	}
+
+	r = switchyard(t, env, "tf-incus", "apply", "--tree", tree, "--output", "json")
+	wantCode(t, r, 0)
+	if v := verdicts(t, r)["web1"]; v == nil || v["ok"] != true || v["target"] != "incus yard:"+project+"/web1" {
+		t.Fatalf("verdict %v\n%s", v, strings.Join(logMsgs(r), "\n"))
+	}
+	if got := instances(t, project); got["web1"] != "RUNNING" {
+		t.Errorf("instances %v", got)
+	}
+	r = switchyard(t, env, "tf-incus", "destroy", "--tree", tree, "--output", "json")
+	wantCode(t, r, 0)
+	if got := instances(t, project); len(got) != 0 {
+		t.Errorf("instances after destroy: %v", got)
+	}
 }

@@ -44,7 +44,7 @@ func (f *fleet) width() int {
 }
 
 // transport reaches a planned node: an Incus node (tf-incus) through the Incus API
-// in the method's project; otherwise over SSH with its pinned host key, or the
+// of the incusRemote setting's daemon (default the local one), in the method's project; otherwise over SSH with its pinned host key, or the
 // knownHostsFile setting (default ~/.ssh/known_hosts); the sshKeyFile credential and
 // the agent.
 func (f *fleet) transport(n *plan.Node) (effects.Transport, error) {
@@ -52,10 +52,7 @@ func (f *fleet) transport(n *plan.Node) (effects.Transport, error) {
 		if n.Plan.Incus == nil {
 			return nil, fmt.Errorf("%s: no incus settings", n.Name)
 		}
-		if f.d.String("incusRemote") != "" {
-			return nil, fmt.Errorf("%s: incusRemote: Incus remotes are not built yet (the local unix socket is)", n.Name)
-		}
-		return incus.New(incus.Config{Instance: n.Name, Project: f.d.String("project")})
+		return incus.New(incus.Config{Instance: n.Name, Project: f.d.String("project"), Remote: f.d.String("incusRemote")})
 	}
 	s := n.Plan.SSH
 	if s == nil {

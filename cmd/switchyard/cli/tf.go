@@ -21,6 +21,7 @@ import (
 	"github.com/switchyard-nix/switchyard/plan/method"
 	"github.com/switchyard-nix/switchyard/provider"
 	"github.com/switchyard-nix/switchyard/tofu"
+	"github.com/switchyard-nix/switchyard/transports/incus/clientconf"
 	"github.com/switchyard-nix/switchyard/verdict"
 )
 
@@ -66,9 +67,6 @@ func (r *tfRun) run(ctx context.Context) (int, error) {
 		r.drvs = drvs
 	}
 	nodes := make([]tofu.Node, 0, len(r.p.Nodes))
-	if r.m.Transport == method.Incus && r.d.String("incusRemote") != "" {
-		return ExitRefused, fmt.Errorf("incusRemote: Incus remotes are not built yet (the local unix socket is): %w", errRefused)
-	}
 	for _, n := range r.p.Nodes {
 		if r.m.Transport == method.Incus {
 			i := n.Plan.Incus
@@ -93,6 +91,17 @@ func (r *tfRun) run(ctx context.Context) (int, error) {
 	extra := map[string]string{}
 	if key := r.d.String("sshKeyFile"); key != "" {
 		extra[provider.EnvSSHKeyFile] = key
+	}
+	if r.m.Transport == method.Incus {
+		// A remote that cannot be used is refused before OpenTofu runs.
+		if r.d.String("incusClientKeyFile") != "" {
+			return ExitRefused, fmt.Errorf("incusClientKeyFile: not built yet: the client key comes from the Incus client configuration: %w", errRefused)
+		}
+		remote := r.d.String("incusRemote")
+		if _, err := clientconf.Open(remote); err != nil {
+			return ExitRefused, fmt.Errorf("incusRemote: %w: %w", err, errRefused)
+		}
+		extra[provider.EnvIncusRemote] = remote
 	}
 	backend := tofu.Backend{Kind: r.d.String("stateBackend")}
 	if backend.Kind == "pg" {
