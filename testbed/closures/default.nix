@@ -165,6 +165,9 @@ rec {
     units."secret-agent.service" = service {
       description = "switchyard test: secret agent (chain head)";
       exec = if headFails then "${payload}/bin/fail" else "${payload}/bin/secret-agent ${toString delay}";
+      # A failing head is a oneshot, so its start job waits for the failure: a simple
+      # service that exits right after its start raced the switch's failed-unit check.
+      service = if headFails then "Type=oneshot" else "";
     };
     units."secrets-ready.path" = ''
       [Unit]
