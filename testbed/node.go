@@ -272,9 +272,25 @@ func (n *Node) Readlink(t testing.TB, path string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	out, err := n.Exec(ctx, "readlink", "-e", path)
-	if err != nil {
-		return ""
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		var stdout, stderr bytes.Buffer
+		cmd := exec.CommandContext(ctx, "incus", "exec", n.Name, "--", "readlink", "-e", path)
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err = cmd.Run()
+		var ee *exec.ExitError
+		switch {
+		case err == nil:
+			return strings.TrimSpace(stdout.String())
+		case errors.As(err, &ee) && ee.ExitCode() == 1 && stderr.Len() == 0:
+			return "" // readlink's own, silent answer: no such link, or it dangles
+		}
+		// The exec itself failed (the incus client also exits 1, saying why on
+		// stderr): ask again, and say so.
+		err = fmt.Errorf("%w: %s", err, bytes.TrimSpace(stderr.Bytes()))
+		t.Logf("%s: readlink %s: %v", n.Name, path, err)
+		time.Sleep(time.Second)
 	}
-	return strings.TrimSpace(out)
+	t.Errorf("%s: readlink %s: %v", n.Name, path, err)
+	return ""
 }
