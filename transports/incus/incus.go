@@ -55,7 +55,7 @@ type Transport struct {
 
 	mu       sync.Mutex
 	closed   bool
-	lastCopy nixserve.Stats // what the last CopyClosure did
+	lastCopy nixserve.Last // what the last CopyClosure did
 }
 
 var (

@@ -41,8 +41,8 @@ func TestLastCopy(t *testing.T) {
 		return tr
 	}
 	a, b := newT(), newT()
-	a.setLastCopy(nixserve.Stats{Paths: 3, Missing: 2, Sent: 2, Bytes: 100})
-	a.setLastCopy(nixserve.Stats{Paths: 3})
+	a.lastCopy.Set(nixserve.Stats{Paths: 3, Missing: 2, Sent: 2, Bytes: 100})
+	a.lastCopy.Set(nixserve.Stats{Paths: 3})
 	if got := a.LastCopy(); got != (nixserve.Stats{Paths: 3}) {
 		t.Errorf("a: %+v", got)
 	}

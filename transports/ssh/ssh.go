@@ -87,7 +87,7 @@ type Transport struct {
 	sudoOK  bool          // the sudo check passed once
 	closed  bool
 
-	lastCopy nixserve.Stats // what the last CopyClosure did
+	lastCopy nixserve.Last // what the last CopyClosure did
 	dials    atomic.Int64   // TCP connections made, for tests // TCP connections made, for tests
 }
 
