@@ -88,7 +88,7 @@ type Transport struct {
 	closed  bool
 
 	lastCopy nixserve.Last // what the last CopyClosure did
-	dials    atomic.Int64  // TCP connections made, for tests // TCP connections made, for tests
+	dials    atomic.Int64  // TCP connections made, for tests
 }
 
 var (
