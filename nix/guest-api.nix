@@ -44,6 +44,14 @@ in
       description = "switchyard: read run-time values from the Incus guest API";
       wantedBy = [ "multi-user.target" ];
       before = [ "network-online.target" ];
+      # In an Incus VM /dev/incus/sock is served by the Incus agent (nixpkgs'
+      # incus-virtual-machine.nix sets `virtualisation.incus.agent.enable = lib.mkDefault
+      # true`, whose incus-agent.service is wantedBy multi-user.target), so the socket's
+      # condition is checked only after the agent has started. In a container the daemon
+      # bind-mounts the socket and there is no incus-agent.service: the ordering is then
+      # void, and nothing wants a unit that does not exist.
+      after = [ "incus-agent.service" ];
+      wants = lib.optional (config.virtualisation.incus.agent.enable or false) "incus-agent.service";
       unitConfig.ConditionPathExists = "/dev/incus/sock";
       serviceConfig = {
         Type = "oneshot";

@@ -14,7 +14,7 @@ import (
 func TestNixFilesParse(t *testing.T) {
 	tool := nixtest.Require(t, "nix-instantiate")[0]
 	var files []string
-	for _, dir := range []string{repo("nix"), repo("examples", "tree"), repo("plan", "testdata")} {
+	for _, dir := range []string{repo("nix"), repo("examples", "tree"), repo("examples", "tree-nixos"), repo("plan", "testdata")} {
 		filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 			if err == nil && strings.HasSuffix(p, ".nix") {
 				files = append(files, p)

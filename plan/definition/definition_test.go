@@ -73,7 +73,7 @@ func TestLoadJSON(t *testing.T) {
 			"web": {Applications: []string{"hello", "mail"}, Nodes: map[string]Node{
 				"web1": {Enable: true, Modules: []data.RepoPath{"hosts/web1.nix"},
 					SSH:   &SSH{Host: "192.0.2.10", Port: 22, User: "root", HostKey: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIB4inzM5jOx8xxmjhITtKFD7q0B50Pu07HOHGjAEY+JB"},
-					Incus: &Incus{Image: "nixos/25.05", Profiles: []string{"default"}, Limits: Limits{CPU: 2, Memory: "2GiB"}}},
+					Incus: &Incus{Image: "nixos/25.05", Profiles: []string{"default"}, Limits: Limits{CPU: 2, Memory: "2GiB"}, Type: InstanceContainer}},
 				"web2": {Enable: false},
 			}},
 			"empty": {Applications: []string{}, Nodes: map[string]Node{}},
@@ -134,6 +134,8 @@ func TestRefusals(t *testing.T) {
 		{"port out of range", edit(`"host": "192.0.2.10"`, `"host": "192.0.2.10", "port": 70000`), "groups.web.nodes.web1.ssh.port", "not between 1 and 65535", nil},
 		{"host missing", edit(`"host": "192.0.2.10", `, ``), "groups.web.nodes.web1.ssh.host", "not a host", nil},
 		{"image missing", edit(`"image": "nixos/25.05", `, ``), "groups.web.nodes.web1.incus.image", "required", nil},
+		{"unknown instance type", edit(`"image": "nixos/25.05", `, `"image": "nixos/25.05", "type": "vm", `), "groups.web.nodes.web1.incus.type", `"vm" is not an instance type: want "container" or "virtual-machine"`, nil},
+		{"instance type of the wrong type", edit(`"image": "nixos/25.05", `, `"image": "nixos/25.05", "type": true, `), "groups.web.nodes.web1.incus.type", "wrong type", nil},
 		{"enable of the wrong type", edit(`"enable": true,`, `"enable": "yes",`), "applications.hello.enable", "wrong type: a string, want a boolean", nil},
 		{"settings not an object", edit(`"module": "./apps//mail.nix"`, `"module": "./apps//mail.nix", "settings": []`), "applications.mail.settings", "wrong type: an array, want an object", nil},
 		{"nixpkgs relative", edit(`"domain"`, `"nixpkgs": "nixpkgs", "domain"`), "nixpkgs", "not an absolute path", nil},

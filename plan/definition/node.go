@@ -95,7 +95,7 @@ func DecodeIncus(v any, at field.Path) (*Incus, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := o.only("image", "profiles", "limits"); err != nil {
+	if err := o.only("image", "profiles", "limits", "type"); err != nil {
 		return nil, err
 	}
 	i := &Incus{}
@@ -107,6 +107,12 @@ func DecodeIncus(v any, at field.Path) (*Incus, error) {
 	}
 	if i.Profiles, err = o.strings("profiles", []string{"default"}); err != nil {
 		return nil, err
+	}
+	if i.Type, err = o.string("type", InstanceContainer); err != nil {
+		return nil, err
+	}
+	if i.Type != InstanceContainer && i.Type != InstanceVM {
+		return nil, field.Errorf(at.Key("type"), "%q is not an instance type: want %q or %q", i.Type, InstanceContainer, InstanceVM)
 	}
 	limits, err := o.object("limits")
 	if err != nil {

@@ -68,7 +68,20 @@ type Incus struct {
 	Image    string
 	Profiles []string // default ["default"]
 	Limits   Limits
+	// Type is the instance's type, as the Incus API names it: InstanceContainer
+	// (the default) or InstanceVM. It decides which nixpkgs module makes the node's
+	// configuration an instance of that kind (plan.Configuration).
+	Type string
 }
+
+// Instance types of the Incus API (an instance's "type").
+const (
+	InstanceContainer = "container"
+	InstanceVM        = "virtual-machine"
+)
+
+// VM tells whether the instance is a virtual machine.
+func (i *Incus) VM() bool { return i.Type == InstanceVM }
 
 // Limits are an instance's resource limits; zero values are unset.
 type Limits struct {
@@ -91,7 +104,11 @@ func (i *Incus) Data() map[string]any {
 	for k, p := range i.Profiles {
 		profiles[k] = p
 	}
-	m := map[string]any{"image": i.Image, "profiles": profiles}
+	typ := i.Type
+	if typ == "" {
+		typ = InstanceContainer
+	}
+	m := map[string]any{"image": i.Image, "profiles": profiles, "type": typ}
 	limits := map[string]any{}
 	if i.Limits.CPU != 0 {
 		limits["cpu"] = i.Limits.CPU

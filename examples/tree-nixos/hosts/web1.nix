@@ -1,0 +1,5 @@
+# web1: an Incus container.
+{ ... }:
+{
+  imports = [ ./common.nix ];
+}
