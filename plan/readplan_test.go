@@ -79,3 +79,29 @@ func FuzzReadPlan(f *testing.F) {
 		}
 	})
 }
+
+// An incus node's plan.json holds its instance type and reads it back; an older
+// plan.json without one is a container; an unknown type is refused at incus.type.
+func TestReadPlanIncusType(t *testing.T) {
+	incus := func(settings string) string {
+		in := strings.Replace(samplePlan, `"method":"ssh"`, `"method":"tf-incus"`, 1)
+		in = strings.Replace(in, `,"ssh":{"host":"192.0.2.11","port":22,"user":"root"}`, "", 1)
+		return strings.Replace(in, `"group":"web",`, `"group":"web","incus":`+settings+",", 1) // canonical key order
+	}
+	vm := incus(`{"image":"i","profiles":["default"],"type":"virtual-machine"}`)
+	p, err := ReadPlan([]byte(vm))
+	if err != nil || p.Incus == nil || !p.Incus.VM() {
+		t.Fatalf("a VM's plan: %+v, %v", p, err)
+	}
+	if b, err := p.JSON(); err != nil || string(b) != vm {
+		t.Errorf("round trip:\n got %s\nwant %s (%v)", b, vm, err)
+	}
+	p, err = ReadPlan([]byte(incus(`{"image":"i","profiles":["default"]}`)))
+	if err != nil || p.Incus.Type != "container" {
+		t.Errorf("a plan without type: %+v, %v; want a container", p.Incus, err)
+	}
+	_, err = ReadPlan([]byte(incus(`{"image":"i","profiles":["default"],"type":"lxc"}`)))
+	if fe, ok := err.(*field.Error); !ok || string(fe.Path) != "incus.type" || !strings.Contains(fe.Reason, "not an instance type") {
+		t.Errorf("an unknown instance type: %v, want a refusal at incus.type", err)
+	}
+}
