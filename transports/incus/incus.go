@@ -4,8 +4,6 @@
 package incus
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -16,7 +14,6 @@ import (
 	"github.com/switchyard-nix/switchyard/transports/incus/api"
 	"github.com/switchyard-nix/switchyard/transports/incus/clientconf"
 	"github.com/switchyard-nix/switchyard/transports/nixserve"
-	"github.com/switchyard-nix/switchyard/transports/stream"
 )
 
 // Defaults of Config.
@@ -56,6 +53,7 @@ type Transport struct {
 	mu       sync.Mutex
 	closed   bool
 	lastCopy nixserve.Last // what the last CopyClosure did
+	kind     string        // the instance's type as the API told it; "" until asked
 }
 
 var (
@@ -165,47 +163,6 @@ func (t *Transport) Close() error {
 	t.closed = true
 	t.mu.Unlock()
 	t.c.Close()
-	return nil
-}
-
-// systemProfile is the NixOS system profile.
-const systemProfile = "/nix/var/nix/profiles/system"
-
-// FinalizeBootloader points the system profile at toplevel. A container has no
-// bootloader: the host starts it from the system profile, so there is no boot
-// entry to install.
-func (t *Transport) FinalizeBootloader(ctx context.Context, toplevel string) error {
-	if !strings.HasPrefix(toplevel, "/") {
-		return fmt.Errorf("finalize: toplevel %q is not a store path", toplevel)
-	}
-	return t.step(ctx, "set the system profile", []string{toplevel + "/sw/bin"},
-		"nix-env", "-p", systemProfile, "--set", toplevel)
-}
-
-// RevertBootloader does nothing: a container has no bootloader and no boot entry
-// (a NixOS container's switch-to-configuration installs none), and the system
-// profile, which is what the container boots, is set only by FinalizeBootloader
-// at the end of a deploy; a switch that never activated has not changed it, so
-// there is nothing to point back.
-func (t *Transport) RevertBootloader(ctx context.Context) error {
-	return nil
-}
-
-// step runs one command of a bootloader hook; its error names the step, the exit
-// status and the last line of stderr.
-func (t *Transport) step(ctx context.Context, what string, path []string, argv ...string) error {
-	var errOut stream.Tail
-	code, err := t.Run(ctx, effects.Command{Argv: argv, Stderr: &errOut, Path: path})
-	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	if code != 0 {
-		msg := fmt.Sprintf("%s: %s exited %d", what, argv[0], code)
-		if last := errOut.LastLine(); last != "" {
-			msg += ": " + last
-		}
-		return errors.New(msg)
-	}
 	return nil
 }
 

@@ -206,14 +206,33 @@ func TestNodeCopyClosure(t *testing.T) {
 		t.Errorf("second copy: %d paths, %d missing, %d sent", paths, missing, sent)
 	}
 
-	if err := tr.FinalizeBootloader(ctx, toplevel); err != nil {
+	// Finalize and revert of the copied toplevel (TestNodeBootloader covers them on
+	// toplevels made in the node). A test closure is shaped like a NixOS toplevel;
+	// one without an init is refused, /sbin/init left as it is.
+	initBefore := strings.TrimSpace(node.MustExec(t, "readlink", "/sbin/init"))
+	_, noInit := node.Exec(ctx, "test", "-e", toplevel+"/init")
+	err = tr.FinalizeBootloader(ctx, toplevel)
+	switch {
+	case noInit != nil:
+		t.Logf("the test closure %s has no init: finalize refused it: %v", toplevel, err)
+		if err == nil || !strings.Contains(err.Error(), "has neither init nor prepare-root") {
+			t.Errorf("finalize of a toplevel without init: %v, want a refusal", err)
+		}
+		if got := strings.TrimSpace(node.MustExec(t, "readlink", "/sbin/init")); got != initBefore {
+			t.Errorf("/sbin/init -> %q after a refused finalize, want it unchanged (%q)", got, initBefore)
+		}
+	case err != nil:
 		t.Fatalf("finalize: %v", err)
+	default:
+		if got := strings.TrimSpace(node.MustExec(t, "readlink", "/sbin/init")); got != toplevel+"/init" {
+			t.Errorf("/sbin/init -> %q, want %q", got, toplevel+"/init")
+		}
 	}
 	if got := strings.TrimSpace(node.MustExec(t, "readlink", "-f", "/nix/var/nix/profiles/system")); got != toplevel {
 		t.Errorf("system profile -> %q, want %q", got, toplevel)
 	}
-	if err := tr.RevertBootloader(ctx); err != nil {
-		t.Errorf("revert: %v", err)
+	if err := tr.RevertBootloader(ctx); err == nil || !strings.Contains(err.Error(), "no running generation") {
+		t.Errorf("revert on a node without /run/current-system: %v, want an error saying there is no running generation", err)
 	}
 
 	// A node without nix-store: the copy fails, naming the remote command.
@@ -221,6 +240,92 @@ func TestNodeCopyClosure(t *testing.T) {
 	err = tr.CopyClosure(ctx, []string{toplevel})
 	if err == nil || !strings.Contains(err.Error(), "nix-store --serve on the node exited 127") {
 		t.Errorf("copy to a node without nix-store: %v", err)
+	}
+}
+
+// makeToplevel adds a store path to the node's store (nix-store --add, in the node)
+// holding the given executable files: a toplevel as far as the bootloader hooks look.
+func makeToplevel(t *testing.T, node *testbed.Node, name string, files ...string) string {
+	t.Helper()
+	dir := "/tmp/sy-boot/" + name
+	node.MustExec(t, "mkdir", "-p", dir)
+	for _, f := range files {
+		node.MustExec(t, "sh", "-c", `printf '#!/bin/sh\nexec /lib/systemd/systemd "$@"\n' > "$1"; chmod 755 "$1"`, "sh", dir+"/"+f)
+	}
+	node.MustExec(t, "touch", dir+"/nixos-version") // never an empty directory
+	top := strings.TrimSpace(node.MustExec(t, "nix-store", "--add", dir))
+	if !strings.HasPrefix(top, "/nix/store/") {
+		t.Fatalf("nix-store --add %s: %q", dir, top)
+	}
+	return top
+}
+
+// A container's boot entry is /sbin/init (nixpkgs' lxc-container.nix): finalize sets
+// the system profile and points /sbin/init at <toplevel>/init (prepare-root when the
+// toplevel has one), revert points it at the running generation's init, resolved
+// (never through /run/current-system), and leaves the profile. A toplevel with neither
+// is refused and /sbin/init left alone. The node is a throwaway Debian container: its
+// own /sbin/init (systemd) is replaced, so it would not boot again.
+func TestNodeBootloader(t *testing.T) {
+	_, node, tr := newNode(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	sbinInit := func() string { return strings.TrimSpace(node.MustExec(t, "readlink", "/sbin/init")) }
+	profile := func() string {
+		return strings.TrimSpace(node.MustExec(t, "readlink", "-f", "/nix/var/nix/profiles/system"))
+	}
+	running := makeToplevel(t, node, "running", "init")
+	next := makeToplevel(t, node, "next", "init")
+	initrd := makeToplevel(t, node, "systemd-initrd", "init", "prepare-root")
+	bare := makeToplevel(t, node, "bare")
+
+	if vm, err := tr.isVM(ctx); err != nil || vm {
+		t.Fatalf("isVM of a test-bed container = %v, %v", vm, err)
+	}
+	// No running generation: revert refuses and touches nothing.
+	before := sbinInit()
+	if err := tr.RevertBootloader(ctx); err == nil || !strings.Contains(err.Error(), "no running generation") {
+		t.Errorf("revert without /run/current-system: %v", err)
+	}
+	if got := sbinInit(); got != before {
+		t.Errorf("/sbin/init -> %q after a refused revert, want %q", got, before)
+	}
+
+	node.MustExec(t, "ln", "-sfn", running, "/run/current-system")
+	if err := tr.FinalizeBootloader(ctx, next); err != nil {
+		t.Fatalf("finalize: %v", err)
+	}
+	if got := sbinInit(); got != next+"/init" {
+		t.Errorf("/sbin/init -> %q after finalize, want %q", got, next+"/init")
+	}
+	if got := profile(); got != next {
+		t.Errorf("system profile -> %q after finalize, want %q", got, next)
+	}
+
+	if err := tr.RevertBootloader(ctx); err != nil {
+		t.Fatalf("revert: %v", err)
+	}
+	if got := sbinInit(); got != running+"/init" {
+		t.Errorf("/sbin/init -> %q after revert, want the running generation's %q", got, running+"/init")
+	}
+	if got := profile(); got != next {
+		t.Errorf("system profile -> %q after revert, want it left at %q", got, next)
+	}
+
+	if err := tr.FinalizeBootloader(ctx, initrd); err != nil {
+		t.Fatalf("finalize of a toplevel with prepare-root: %v", err)
+	}
+	if got := sbinInit(); got != initrd+"/prepare-root" {
+		t.Errorf("/sbin/init -> %q, want %q (a systemd initrd's stage 2)", got, initrd+"/prepare-root")
+	}
+
+	before = sbinInit()
+	err := tr.FinalizeBootloader(ctx, bare)
+	if err == nil || !strings.Contains(err.Error(), "has neither init nor prepare-root") {
+		t.Errorf("finalize of a toplevel without init: %v, want a refusal", err)
+	}
+	if got := sbinInit(); got != before {
+		t.Errorf("/sbin/init -> %q after a refused finalize, want %q", got, before)
 	}
 }
 

@@ -39,6 +39,12 @@ type Instance struct {
 // DefaultProject is the project of a request that names none.
 const DefaultProject = "default"
 
+// Instance types (Instance.Type, InstancesPost.Type).
+const (
+	TypeContainer = "container"
+	TypeVM        = "virtual-machine"
+)
+
 // Instance statuses.
 const (
 	StatusRunning = "Running"
