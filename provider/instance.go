@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 
@@ -32,6 +33,7 @@ type instanceModel struct {
 	Name     types.String `tfsdk:"name"`
 	Project  types.String `tfsdk:"project"`
 	Image    types.String `tfsdk:"image"`
+	Type     types.String `tfsdk:"type"`
 	Profiles types.List   `tfsdk:"profiles"`
 	Config   types.Map    `tfsdk:"config"`
 	Devices  types.Map    `tfsdk:"devices"`
@@ -87,6 +89,9 @@ func (r *instance) Schema(_ context.Context, _ resource.SchemaRequest, resp *res
 				Description: "the instance's Incus project (default \"default\")", PlanModifiers: replace},
 			"image": schema.StringAttribute{Required: true, PlanModifiers: replace,
 				Description: "a local image of the daemon: an alias or a fingerprint"},
+			"type": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(api.TypeContainer),
+				PlanModifiers: replace, Validators: []validator.String{instanceType{}},
+				Description: "the instance's type: \"container\" (default) or \"virtual-machine\""},
 			"profiles": schema.ListAttribute{Optional: true, Computed: true, ElementType: types.StringType,
 				Default:     listdefault.StaticValue(types.ListValueMust(types.StringType, []attr.Value{types.StringValue("default")})),
 				Description: "the instance's profiles, in order (default [\"default\"])"},
@@ -126,7 +131,8 @@ func (r *instance) Create(ctx context.Context, req resource.CreateRequest, resp 
 		fail("image "+m.Image.ValueString(), err)
 		return
 	}
-	if err := r.c.CreateInstance(ctx, project, api.InstancesPost{Name: name, Source: src, InstancePut: put}); err != nil {
+	post := api.InstancesPost{Name: name, Source: src, InstancePut: put, Type: m.Type.ValueString()}
+	if err := r.c.CreateInstance(ctx, project, post); err != nil {
 		fail("create", err)
 		return
 	}
@@ -247,6 +253,9 @@ func (m *instanceModel) fill(ctx context.Context, inst *api.Instance) diag.Diagn
 	var diags, d diag.Diagnostics
 	m.ID = types.StringValue(m.Project.ValueString() + "/" + m.Name.ValueString())
 	m.Status = types.StringValue(inst.Status)
+	if inst.Type != "" {
+		m.Type = types.StringValue(inst.Type)
+	}
 	profiles := inst.Profiles
 	if profiles == nil {
 		profiles = []string{}
@@ -379,5 +388,24 @@ func (r *instance) Delete(ctx context.Context, req resource.DeleteRequest, resp 
 	}
 	if err := r.c.DeleteInstance(ctx, project, name); err != nil && !api.IsNotFound(err) {
 		fail("delete", err)
+	}
+}
+
+// instanceType accepts the instance types of the Incus API.
+type instanceType struct{}
+
+func (instanceType) Description(context.Context) string {
+	return `one of "` + api.TypeContainer + `" or "` + api.TypeVM + `"`
+}
+
+func (v instanceType) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+
+func (v instanceType) ValidateString(ctx context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	if t := req.ConfigValue.ValueString(); t != api.TypeContainer && t != api.TypeVM {
+		resp.Diagnostics.AddAttributeError(req.Path, "incus instance type",
+			fmt.Sprintf("%q is not an instance type: want %s", t, v.Description(ctx)))
 	}
 }

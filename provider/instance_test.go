@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
@@ -75,7 +77,7 @@ func TestInstanceResource(t *testing.T) {
 	profiles, _ := types.ListValueFrom(ctx, types.StringType, []string{"default"})
 	planned := instanceModel{
 		ID: types.StringUnknown(), Name: types.StringValue(name), Project: types.StringValue(project),
-		Image: types.StringValue(bed.Image), Profiles: profiles,
+		Image: types.StringValue(bed.Image), Type: types.StringValue(api.TypeContainer), Profiles: profiles,
 		Config:  mustMap(t, map[string]string{"user.a": "1"}),
 		Devices: types.MapNull(deviceType), Status: types.StringUnknown(),
 	}
@@ -94,8 +96,12 @@ func TestInstanceResource(t *testing.T) {
 	if d := cresp.State.Get(ctx, &m); d.HasError() {
 		t.Fatal(d)
 	}
-	if m.ID.ValueString() != project+"/"+name || m.Status.ValueString() != api.StatusRunning || !m.Devices.IsNull() {
+	if m.ID.ValueString() != project+"/"+name || m.Status.ValueString() != api.StatusRunning || !m.Devices.IsNull() ||
+		m.Type.ValueString() != api.TypeContainer {
 		t.Errorf("created: %+v", m)
+	}
+	if inst, err := r.c.Instance(ctx, project, name); err != nil || inst.Type != api.TypeContainer {
+		t.Errorf("the instance's type: %v, %v; want %s", inst, err, api.TypeContainer)
 	}
 	var out bytes.Buffer
 	if _, err := r.c.Exec(ctx, name, project, api.ExecRequest{Command: []string{"systemctl", "is-system-running"}}, nil, &out, nil); err != nil {
@@ -123,6 +129,17 @@ func TestInstanceResource(t *testing.T) {
 	state, m := read(cresp.State)
 	if !state.Raw.Equal(cresp.State.Raw) {
 		t.Errorf("read changed the state: %v -> %v", cresp.State.Raw, state.Raw)
+	}
+	// A state written before the resource had a type (null there) reads the type
+	// from the daemon, so the default "container" plans no replacement.
+	old := m
+	old.Type = types.StringNull()
+	oldState := tfsdk.State{Schema: sch}
+	if d := oldState.Set(ctx, &old); d.HasError() {
+		t.Fatal(d)
+	}
+	if _, got := read(oldState); got.Type.ValueString() != api.TypeContainer {
+		t.Errorf("read of a state without type: type %v, want %s", got.Type, api.TypeContainer)
 	}
 
 	// A key set outside is seen (and the daemon's own keys are not).
@@ -193,7 +210,7 @@ func TestInstanceResourceNoImage(t *testing.T) {
 	r.Schema(ctx, resource.SchemaRequest{}, &sresp)
 	profiles, _ := types.ListValueFrom(ctx, types.StringType, []string{"default"})
 	planned := instanceModel{ID: types.StringUnknown(), Name: types.StringValue("sy-noimage"), Project: types.StringValue(project),
-		Image: types.StringValue("no-such-image"), Profiles: profiles, Config: types.MapNull(types.StringType),
+		Image: types.StringValue("no-such-image"), Type: types.StringValue(api.TypeContainer), Profiles: profiles, Config: types.MapNull(types.StringType),
 		Devices: types.MapNull(deviceType), Status: types.StringUnknown()}
 	plan := tfsdk.Plan{Schema: sresp.Schema}
 	plan.Set(ctx, &planned)
@@ -209,5 +226,21 @@ func TestInstanceResourceNoImage(t *testing.T) {
 	}
 	if !cresp.State.Raw.IsNull() {
 		t.Errorf("state after a failed create: %v", cresp.State.Raw)
+	}
+}
+
+func TestInstanceTypeValidator(t *testing.T) {
+	ctx := context.Background()
+	for value, ok := range map[string]bool{"container": true, "virtual-machine": true, "vm": false, "": false, "Container": false} {
+		var resp validator.StringResponse
+		instanceType{}.ValidateString(ctx, validator.StringRequest{Path: path.Root("type"), ConfigValue: types.StringValue(value)}, &resp)
+		if resp.Diagnostics.HasError() == ok {
+			t.Errorf("type %q: diagnostics %v, want valid %v", value, resp.Diagnostics, ok)
+		}
+	}
+	var resp validator.StringResponse
+	instanceType{}.ValidateString(ctx, validator.StringRequest{Path: path.Root("type"), ConfigValue: types.StringNull()}, &resp)
+	if resp.Diagnostics.HasError() {
+		t.Errorf("a null type (the default applies): %v", resp.Diagnostics)
 	}
 }

@@ -116,6 +116,7 @@ func TestSchema(t *testing.T) {
 		"name":     {"required", str},
 		"project":  {"optional+computed", str},
 		"image":    {"required", str},
+		"type":     {"optional+computed", str},
 		"profiles": {"optional+computed", tftypes.List{ElementType: str}},
 		"config":   {"optional", tftypes.Map{ElementType: str}},
 		"devices":  {"optional", tftypes.Map{ElementType: tftypes.Map{ElementType: str}}},
