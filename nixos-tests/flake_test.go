@@ -5,7 +5,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/switchyard-nix/switchyard/testbed"
@@ -27,8 +29,10 @@ func TestNixFilesParse(t *testing.T) {
 	tool := nixTool(t, "nix-instantiate")
 	root := testbed.RepoRoot()
 	files := []string{filepath.Join(root, "flake.nix"), filepath.Join(root, "testbed", "closures", "default.nix")}
-	more, _ := filepath.Glob(filepath.Join(root, "nixos-tests", "*.nix"))
-	files = append(files, more...)
+	for _, dir := range []string{"nixos-tests", "nix", filepath.Join("examples", "tree-nixos")} {
+		more, _ := filepath.Glob(filepath.Join(root, dir, "*.nix"))
+		files = append(files, more...)
+	}
 	for _, f := range files {
 		if out, err := exec.Command(tool, "--parse", f).CombinedOutput(); err != nil {
 			t.Errorf("%s does not parse: %v\n%s", f, err, out)
@@ -131,4 +135,60 @@ func equal(a, b []string) bool {
 		}
 	}
 	return true
+}
+
+// TestFlakePackageUsesGo126 evaluates flake.nix's package and checks against a stub
+// nixpkgs that has buildGo126Module and no buildGoModule: the package must be built with
+// the Go 1.26 builder (go.mod needs 1.26 and buildGoModule runs with GOTOOLCHAIN=local),
+// carry a vendorHash (not null: the module has third-party dependencies and no vendor/),
+// run its own check phase over every package, and checks must hold module-eval.
+func TestFlakePackageUsesGo126(t *testing.T) {
+	tool := nixTool(t, "nix-instantiate")
+	root := testbed.RepoRoot()
+	expr := `
+let
+  flake = import ` + root + `/flake.nix;
+  genAttrs = names: f: builtins.listToAttrs (map (n: { name = n; value = f n; }) names);
+  lib = { inherit genAttrs; optionalString = c: s: if c then s else ""; };
+  stubPkgs = system: {
+    inherit lib system;
+    buildGo126Module = a: { builder = "buildGo126Module"; inherit (a) vendorHash subPackages checkPhase; };
+    testers.runNixOSTest = m: m;
+  };
+  nixpkgs = { inherit lib; legacyPackages = genAttrs [ "x86_64-linux" "aarch64-linux" ] stubPkgs; };
+  outputs = flake.outputs { self = outputs // { outPath = ` + root + `; }; inherit nixpkgs; };
+in
+builtins.mapAttrs (system: p: p.default // { checks = builtins.attrNames outputs.checks.${system}; }) outputs.packages
+`
+	out, err := exec.Command(tool, "--eval", "--strict", "--json", "-E", expr).CombinedOutput()
+	if err != nil {
+		t.Fatalf("evaluate flake.nix's packages with a stub nixpkgs: %v\n%s", err, out)
+	}
+	var pkgs map[string]struct {
+		Builder     string   `json:"builder"`
+		VendorHash  *string  `json:"vendorHash"`
+		SubPackages []string `json:"subPackages"`
+		CheckPhase  string   `json:"checkPhase"`
+		Checks      []string `json:"checks"`
+	}
+	if err := json.Unmarshal(out, &pkgs); err != nil {
+		t.Fatalf("flake.nix packages: %v: %s", err, out)
+	}
+	if len(pkgs) == 0 {
+		t.Fatal("flake.nix has no packages")
+	}
+	for system, p := range pkgs {
+		if p.Builder != "buildGo126Module" {
+			t.Errorf("%s: built with %q, want buildGo126Module", system, p.Builder)
+		}
+		if p.VendorHash == nil || !strings.HasPrefix(*p.VendorHash, "sha256-") {
+			t.Errorf("%s: vendorHash %v, want an SRI sha256 (the module has dependencies and no vendor/)", system, p.VendorHash)
+		}
+		if !strings.Contains(p.CheckPhase, "go test") || !strings.Contains(p.CheckPhase, "./...") {
+			t.Errorf("%s: check phase %q does not test every package", system, p.CheckPhase)
+		}
+		if !slices.Contains(p.Checks, "module-eval") || !slices.Contains(p.Checks, "switchyard") {
+			t.Errorf("%s: checks %v lack module-eval or the package", system, p.Checks)
+		}
+	}
 }

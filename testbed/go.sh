@@ -13,11 +13,21 @@ switchyard_ensure_go() {
 	if command -v go >/dev/null; then
 		return
 	fi
+	switchyard_fetch_go "$switchyard_go_version" >/dev/null
+	PATH=$dir/bin:$PATH
+	export PATH
+}
+
+# switchyard_fetch_go VERSION: a Go toolchain of exactly VERSION from the Go module proxy
+# (golang.org/toolchain), cached per machine; prints its directory.
+switchyard_fetch_go() {
+	local version=$1 cache=${SWITCHYARD_TESTBED_CACHE:-/var/cache/switchyard-testbed}
+	local dir=$cache/go$version
 	if [ ! -x "$dir/bin/go" ]; then
 		local proxy=${GOPROXY:-https://proxy.golang.org}
 		proxy=${proxy%%,*}
-		local v=v0.0.1-go$switchyard_go_version.linux-amd64 tmp
-		echo "testbed: fetching Go $switchyard_go_version from $proxy" >&2
+		local v=v0.0.1-go$version.linux-amd64 tmp
+		echo "testbed: fetching Go $version from $proxy" >&2
 		command -v unzip >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -q unzip >&2
 		command -v curl >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -q curl >&2
 		tmp=$(mktemp -d)
@@ -29,6 +39,5 @@ switchyard_ensure_go() {
 		chmod -R a+rX "$dir" && chmod +x "$dir"/bin/* "$dir"/pkg/tool/*/* 2>/dev/null || true
 		rm -rf "$tmp"
 	fi
-	PATH=$dir/bin:$PATH
-	export PATH
+	echo "$dir"
 }

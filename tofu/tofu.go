@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -207,9 +208,16 @@ func MainConfig(nodes []Node, b Backend, subset bool) ([]byte, error) {
 }
 
 // PluginPath is where the filesystem mirror under pluginsDir holds the provider
-// (a symlink to the switchyard binary).
+// (a symlink to the switchyard binary) for the running platform: OpenTofu looks in
+// the <os>_<arch> directory of the platform it runs on, and the provider is this
+// very binary, so the two always agree.
 func PluginPath(pluginsDir string) string {
-	return filepath.Join(pluginsDir, filepath.FromSlash(provider.Address), provider.Version, "linux_amd64",
+	return pluginPathFor(pluginsDir, runtime.GOOS, runtime.GOARCH)
+}
+
+// pluginPathFor is PluginPath for a given platform.
+func pluginPathFor(pluginsDir, goos, goarch string) string {
+	return filepath.Join(pluginsDir, filepath.FromSlash(provider.Address), provider.Version, goos+"_"+goarch,
 		"terraform-provider-switchyard_v"+provider.Version)
 }
 

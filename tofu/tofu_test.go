@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -82,8 +83,18 @@ func TestCLIConfigAndPluginPath(t *testing.T) {
 			t.Errorf("CLI config lacks %q:\n%s", want, c)
 		}
 	}
-	if p := PluginPath("/p"); p != "/p/registry.opentofu.org/switchyard-nix/switchyard/0.1.0/linux_amd64/terraform-provider-switchyard_v0.1.0" {
-		t.Errorf("plugin path %s", p)
+	for _, c := range []struct{ goos, goarch, want string }{
+		{"linux", "amd64", "/p/registry.opentofu.org/switchyard-nix/switchyard/0.1.0/linux_amd64/terraform-provider-switchyard_v0.1.0"},
+		{"linux", "arm64", "/p/registry.opentofu.org/switchyard-nix/switchyard/0.1.0/linux_arm64/terraform-provider-switchyard_v0.1.0"},
+		{"darwin", "arm64", "/p/registry.opentofu.org/switchyard-nix/switchyard/0.1.0/darwin_arm64/terraform-provider-switchyard_v0.1.0"},
+	} {
+		if p := pluginPathFor("/p", c.goos, c.goarch); p != c.want {
+			t.Errorf("plugin path for %s/%s = %s, want %s", c.goos, c.goarch, p, c.want)
+		}
+	}
+	// The running platform's directory: the one OpenTofu on this machine looks in.
+	if p, want := PluginPath("/p"), pluginPathFor("/p", runtime.GOOS, runtime.GOARCH); p != want {
+		t.Errorf("PluginPath = %s, want %s", p, want)
 	}
 }
 

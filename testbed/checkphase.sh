@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# testbed/checkphase.sh: the unit tier as the flake's package check runs it, here.
+#
+# nixpkgs' buildGoModule builds from a vendored tree (its goModules output), offline
+# (GOPROXY=off), as an unprivileged build user, with GOTOOLCHAIN=local, a PATH of stdenv's
+# tools only and HOME pointing nowhere; flake.nix's checkPhase runs `go test ./...` there
+# (GOFLAGS=-mod=vendor: buildGoModule drops -trimpath for its tests, and so do we).
+# No nixpkgs is reachable on this machine, so this script makes the same conditions by
+# hand and runs the same command, once per Go version given (default: 1.26.0, the first
+# Go 1.26 release: the pinned nixos-26.05's go_1_26 is a 1.26 patch release at or after
+# it, and go.mod and its dependencies ask for no more than 1.26.0).
+#
+#   bash testbed/checkphase.sh [GO_VERSION...]
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+. testbed/go.sh
+switchyard_ensure_go
+
+[ "$(id -u)" = 0 ] || { echo "checkphase: run as root (it drops to the nobody user)" >&2; exit 2; }
+versions=("$@")
+[ ${#versions[@]} -gt 0 ] || versions=(1.26.0)
+
+# A short path, like the sandbox's /build: unix sockets of tests live under it.
+work=$(mktemp -d /tmp/cp.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$work/src" "$work/bin" "$work/home"
+# The tree buildGoModule gets: the committed files and the work tree's changes to them
+# (untracked files too, so a new package is tested before it is committed).
+git ls-files -z --cached --others --exclude-standard | xargs -0 cp --parents -t "$work/src" 2>/dev/null || true
+(cd "$work/src" && GOFLAGS=-mod=mod GOWORK=off go mod vendor)
+# stdenv's tools (coreutils, findutils, diffutils, sed, grep, gawk, tar, gzip, bash),
+# nothing else: no incus, no nix, no ssh, no tofu, so every test-bed test skips.
+for tool in bash sh cat ls mkdir rm cp mv ln chmod chown touch sed grep awk tr head tail \
+	env id sleep true false readlink dirname basename printf echo test expr sort uniq wc \
+	cut date find xargs diff cmp tar gzip mktemp stat tee uname; do
+	p=$(type -P "$tool") && ln -sf "$p" "$work/bin/$tool"
+done
+chown -R nobody:nogroup "$work"
+
+status=0
+for v in "${versions[@]}"; do
+	godir=$(switchyard_fetch_go "$v")
+	echo "checkphase: go test ./... with Go $v, vendored, offline, as nobody" >&2
+	rm -rf "$work/home/gocache"
+	if ! (cd "$work/src" && setpriv --reuid=nobody --regid=nogroup --clear-groups \
+		env -i PATH="$godir/bin:$work/bin" HOME="$work/home" TMPDIR="$work/home" \
+		GOCACHE="$work/home/gocache" GOPATH="$work/home/gopath" GOFLAGS=-mod=vendor \
+		GOPROXY=off GOSUMDB=off GOTOOLCHAIN=local \
+		go test -vet=off -count=1 ./... >"$work/out" 2>&1); then
+		status=1
+	fi
+	grep -vE '^(ok|\?) ' "$work/out" >&2 || true
+	echo "checkphase: Go $v: $(grep -c '^ok ' "$work/out") packages passed, $(grep -c '^FAIL' "$work/out") failed" >&2
+done
+exit "$status"
