@@ -52,6 +52,7 @@ type Instance struct {
 	Image    string
 	Profiles []string
 	Config   map[string]string
+	Type     string // "container" or "virtual-machine"; "" is a container
 }
 
 // InstanceType is the resource type of an Incus node's instance.
@@ -116,7 +117,7 @@ func MainConfig(nodes []Node, b Backend, subset bool) ([]byte, error) {
 			each[escape(n.Name)] = map[string]any{
 				"nixos_conf": escape(n.NixosConf), "drv": escape(n.Drv),
 				"project": escape(n.Instance.Project), "image": escape(n.Instance.Image),
-				"profiles": profiles, "config": config,
+				"profiles": profiles, "config": config, "type": orNull(escape(n.Instance.Type)),
 			}
 			continue
 		}
@@ -163,6 +164,7 @@ func MainConfig(nodes []Node, b Backend, subset bool) ([]byte, error) {
 				"image":    "${each.value.image}",
 				"profiles": "${each.value.profiles}",
 				"config":   "${each.value.config}",
+				"type":     "${each.value.type}",
 			}},
 			ResourceType: map[string]any{ResourceName: map[string]any{
 				"for_each":       "${local.nodes}",

@@ -239,7 +239,8 @@ func TestLogLineDiagnosticDetail(t *testing.T) {
 
 func TestMainConfigIncus(t *testing.T) {
 	b, err := MainConfig([]Node{{Name: "web1", NixosConf: "c1", Drv: "/nix/store/a.drv",
-		Instance: &Instance{Project: "tenant-a", Image: "nixos/25.05", Profiles: []string{"default"}, Config: map[string]string{"limits.cpu": "2"}}}},
+		Instance: &Instance{Project: "tenant-a", Image: "nixos/25.05", Profiles: []string{"default"}, Config: map[string]string{"limits.cpu": "2"}, Type: "virtual-machine"}},
+		{Name: "web2", NixosConf: "c2", Drv: "/nix/store/b.drv", Instance: &Instance{Project: "tenant-a", Image: "nixos/25.05"}}},
 		Backend{Path: "/s"}, false)
 	if err != nil {
 		t.Fatal(err)
@@ -252,11 +253,15 @@ func TestMainConfigIncus(t *testing.T) {
 		t.Fatal(err)
 	}
 	inst, dep := cfg.Resource["switchyard_incus_instance"]["node"], cfg.Resource["switchyard_deployment"]["node"]
-	if inst["name"] != "${each.key}" || inst["image"] != "${each.value.image}" || inst["project"] != "${each.value.project}" {
+	if inst["name"] != "${each.key}" || inst["image"] != "${each.value.image}" || inst["project"] != "${each.value.project}" || inst["type"] != "${each.value.type}" {
 		t.Errorf("instance: %v", inst)
 	}
 	if dep["incus_instance"] != `${switchyard_incus_instance.node[each.key].name}` || dep["host"] != nil {
 		t.Errorf("deployment: %v", dep)
+	}
+	// The instance type reaches the resource; unset, it is null (the provider's default, a container).
+	if w1, w2 := cfg.Locals["nodes"]["web1"], cfg.Locals["nodes"]["web2"]; w1["type"] != "virtual-machine" || w2["type"] != nil {
+		t.Errorf("types: web1 %v, web2 %v", w1["type"], w2["type"])
 	}
 	if w1 := cfg.Locals["nodes"]["web1"]; w1["project"] != "tenant-a" || w1["config"].(map[string]any)["limits.cpu"] != "2" || w1["host"] != nil {
 		t.Errorf("web1: %v", w1)

@@ -42,11 +42,11 @@ in
     applications = [ "hello" ];
     nodes.web1 = {
       modules = [ "hosts/web1.nix" ];
-      incus = { image = "nixos/25.05"; limits = { cpu = 1; memory = "1GiB"; }; };
+      incus = { image = "nixos/26.05"; limits = { cpu = 1; memory = "1GiB"; }; };
     };
     nodes.vm1 = {
       modules = [ "hosts/vm1.nix" ];
-      incus = { image = "nixos/25.05/vm"; type = "virtual-machine"; limits = { cpu = 2; memory = "2GiB"; }; };
+      incus = { image = "nixos/26.05/vm"; type = "virtual-machine"; limits = { cpu = 2; memory = "2GiB"; }; };
     };
   };
 

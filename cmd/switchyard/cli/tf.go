@@ -200,7 +200,7 @@ func instanceOf(i *definition.Incus, project string) *tofu.Instance {
 	if i.Limits.Memory != "" {
 		config["limits.memory"] = i.Limits.Memory
 	}
-	return &tofu.Instance{Project: project, Image: i.Image, Profiles: profiles, Config: config}
+	return &tofu.Instance{Project: project, Image: i.Image, Profiles: profiles, Config: config, Type: i.Type}
 }
 
 // evaluateAll evaluates every node through the eval cache.

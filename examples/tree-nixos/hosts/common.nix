@@ -5,5 +5,5 @@
 {
   networking.hostName = config.switchyard.plan.node;
   networking.domain = config.switchyard.plan.domain;
-  system.stateVersion = "25.05";
+  system.stateVersion = "26.05";
 }
