@@ -15,9 +15,16 @@ import (
 // toplevel of the same behaviour.
 func (b *Bed) Build(t testing.TB, attr, tag string) string {
 	t.Helper()
+	return BuildClosure(t, attr, tag)
+}
+
+// BuildClosure is Bed.Build for tests that need no Incus (the VM tier): nix-build
+// alone builds the closures.
+func BuildClosure(t testing.TB, attr, tag string) string {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	args := []string{filepath.Join(b.Root, "testbed", "closures"), "-A", attr, "--no-out-link"}
+	args := []string{filepath.Join(RepoRoot(), "testbed", "closures"), "-A", attr, "--no-out-link"}
 	if tag != "" {
 		args = append(args, "--argstr", "tag", tag)
 	}
@@ -33,3 +40,7 @@ func (b *Bed) Build(t testing.TB, attr, tag string) string {
 	}
 	return out
 }
+
+// ClientKey is the test bed's client SSH private key (Bed.KeyFile), created once per
+// machine; the VM tier's image trusts it too.
+func ClientKey() (string, error) { return clientKey() }

@@ -9,6 +9,9 @@
 #   - with SWITCHYARD_TESTBED_TOFU=1 (test.sh), OpenTofu, built once from the Go module
 #     proxy and cached under $SWITCHYARD_TESTBED_CACHE/tofu-<version>/tofu (test.sh
 #     exports SWITCHYARD_TOFU)
+#   - with SWITCHYARD_TESTBED_VM=1 (test.sh), the VM tier: qemu, extlinux, and the VM
+#     image (testbed/vm-image.sh), built once per recipe and cached under
+#     $SWITCHYARD_TESTBED_CACHE/vm-<recipe hash>/, the test client key put into it
 #
 # Prints nothing on stdout but the image alias, so callers can capture it.
 set -euo pipefail
@@ -34,6 +37,12 @@ install_packages() {
 	command -v debootstrap >/dev/null || want+=(debootstrap)
 	command -v ssh >/dev/null || want+=(openssh-client)
 	command -v ssh-keygen >/dev/null || want+=(openssh-client)
+	if [ "${SWITCHYARD_TESTBED_VM:-0}" = 1 ]; then
+		command -v qemu-system-x86_64 >/dev/null || want+=(qemu-system-x86)
+		command -v qemu-img >/dev/null || want+=(qemu-utils)
+		command -v extlinux >/dev/null || want+=(extlinux)
+		[ -e /usr/lib/syslinux/mbr/mbr.bin ] || want+=(syslinux-common)
+	fi
 	if ! command -v incus >/dev/null; then
 		mirror=$(debian_mirror)
 		if ! grep -rqs bookworm-backports /etc/apt/sources.list /etc/apt/sources.list.d/; then
@@ -135,9 +144,56 @@ ensure_tofu() {
 	mv "$tmp" "$bin"
 }
 
+client_key() {
+	# The test bed's client key, made as testbed.go's clientKey makes it (same path; a
+	# fresh directory renamed into place, so concurrent makers agree on one key).
+	local dir=$cache/ssh tmp
+	if [ ! -s "$dir/id_ed25519.pub" ]; then
+		tmp=$(mktemp -d "$cache/ssh.tmpXXXXXX")
+		ssh-keygen -q -t ed25519 -N "" -C switchyard-testbed -f "$tmp/id_ed25519" >&2
+		chmod 0700 "$tmp"
+		mv -T "$tmp" "$dir" 2>/dev/null || rm -rf "$tmp"
+	fi
+	echo "$dir/id_ed25519"
+}
+
+ensure_vm_image() {
+	# The VM tier's disk (testbed/vm-image.sh: debootstrap, kernel, extlinux; 2 to 7
+	# minutes), then the test client key in root's authorized_keys, written through a
+	# loop mount whenever the key differs from the one recorded (the image itself does
+	# not depend on the key). VMs run on overlays: the base is read-only to them.
+	local key dir tmp mnt pub
+	key=$(sha256sum "$here/vm-image.sh" | cut -c1-12)
+	dir=$cache/vm-$key
+	if [ ! -s "$dir/disk.img" ] || [ ! -s "$dir/ssh_host_ed25519_key.pub" ]; then
+		log "building VM image vm-$key from $(debian_mirror) (2 to 7 minutes)"
+		tmp=$(mktemp -d "$cache/vm-build.XXXXXX")
+		chmod 0755 "$tmp"
+		trap 'rm -rf "'"$tmp"'"' EXIT
+		bash "$here/vm-image.sh" "$tmp" "$(debian_mirror)" "$cache/vm-debs" >&2
+		rm -rf "$dir"
+		mv -T "$tmp" "$dir"
+		trap - EXIT
+	fi
+	pub=$(client_key).pub
+	if ! cmp -s "$pub" "$dir/authorized_keys"; then
+		log "putting the test client key into VM image vm-$key"
+		mnt=$(mktemp -d)
+		trap 'umount "'"$mnt"'" 2>/dev/null || true; rmdir "'"$mnt"'"' EXIT
+		mount -o loop "$dir/disk.img" "$mnt"
+		install -m 0600 "$pub" "$mnt/root/.ssh/authorized_keys"
+		umount "$mnt"
+		rmdir "$mnt"
+		trap - EXIT
+		cp "$pub" "$dir/authorized_keys"
+	fi
+	chmod 0444 "$dir/disk.img"
+}
+
 install_packages
 configure_nix
 start_incusd
 # The tests need OpenTofu; the main job (ssh method) does not.
 if [ "${SWITCHYARD_TESTBED_TOFU:-0}" = 1 ]; then ensure_tofu; fi
 ensure_image
+if [ "${SWITCHYARD_TESTBED_VM:-0}" = 1 ]; then ensure_vm_image; fi

@@ -6,6 +6,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 . testbed/go.sh
 switchyard_ensure_go
 
+# The tests need OpenTofu and the VM tier's image (testbed/vm) too.
+export SWITCHYARD_TESTBED_VM=1
 image=$(SWITCHYARD_TESTBED_TOFU=1 bash testbed/setup.sh)
 # Nodes left by an interrupted run on this machine.
 incus list --format csv -c n user.switchyard-testbed=true | xargs -r -n1 incus delete --force || true

@@ -42,6 +42,7 @@ let
       inherit system;
       builder = "/bin/sh";
       stc = ./switch-to-configuration.sh;
+      stage2 = ./init.sh;
       inherit payload;
       args = [ "-c" ''
         set -e
@@ -51,6 +52,13 @@ let
         /bin/chmod +x $out/bin/switch-to-configuration
         /bin/ln -s $payload/bin/switchyard-hello $out/sw/bin/switchyard-hello
         printf '%s\n' "${name}${tag}" > $out/nixos-version
+        # What a boot entry names (the VM tier boots them): stage 2, and the kernel and
+        # initrd, which are the Debian node's own (this fixture stands in for NixOS).
+        /bin/sed "s|@out@|$out|g" $stage2 > $out/init
+        /bin/chmod +x $out/init
+        /bin/ln -s /boot/vmlinuz $out/kernel
+        /bin/ln -s /boot/initrd.img $out/initrd
+        printf '%s' "${kernelParams}" > $out/kernel-params
         i=0
         while eval "n=\''${unitname$i:-}"; [ -n "$n" ]; do
           eval "printf '%s' \"\$unittext$i\"" > $d/$n
@@ -75,6 +83,9 @@ let
     // indexed "wantlink" wantLinks
     // indexed "filepath" fileNames
     // indexed "filetext" (map (n: files.${n}) fileNames));
+
+  # The VM tier's disk is one ext4 file system on the virtio disk; the console is serial.
+  kernelParams = "root=/dev/vda rw console=ttyS0";
 
   service = { description, exec, extra ? "", service ? "" }: ''
     [Unit]
@@ -147,6 +158,26 @@ rec {
     units."hello.service" = hello;
     wants."multi-user.target" = [ "hello.service" ];
     files."etc/switchyard-test/never-activate" = "";
+  };
+
+  # Like never-activates, but the switch installs the boot entry before it does not
+  # activate (NixOS's order): the node would boot the never-activated generation unless
+  # the boot entry is reverted.
+  never-activates-after-boot-entry = toplevel {
+    name = "never-activates-after-boot-entry";
+    units."hello.service" = hello;
+    wants."multi-user.target" = [ "hello.service" ];
+    files."etc/switchyard-test/never-activate" = "";
+    files."etc/switchyard-test/bootloader-first" = "";
+  };
+
+  # Healthy, and the activation restarts sshd and the network under the deploy's own
+  # SSH connection (NixOS restarts them when their configuration changed).
+  restarts-ssh-and-network = toplevel {
+    name = "restarts-ssh-and-network";
+    units."hello.service" = hello;
+    wants."multi-user.target" = [ "hello.service" ];
+    files."etc/switchyard-test/restart-units" = "ssh.service\nsystemd-networkd.service\n";
   };
 
   # Healthy, but the switch takes 15 s: time to cut the connection under it.

@@ -1,12 +1,21 @@
 #!/bin/sh
 # Test fixture: emulates NixOS's switch-to-configuration on a Debian test node, for
 # exactly what switchyard's verdict depends on. It is not NixOS's script:
-#   - "boot"/"switch": point the boot-entry marker /boot/switchyard-default at the toplevel
+#   - "boot"/"switch": install the boot entry: the marker /boot/switchyard-default
+#     pointing at the toplevel and, on a node with extlinux (the VM tier:
+#     /boot/extlinux/extlinux.conf exists), a real extlinux.conf written the way
+#     nixpkgs' extlinux-conf-builder.sh writes it
 #   - "switch"/"test": point /run/current-system at the toplevel, install the closure's
 #     units under /etc/systemd/system (removing the previous generation's), daemon-reload,
-#     start the wanted units (restart the changed ones), exit 4 when one of them failed
+#     start the wanted units (restart the changed ones, and the units named in
+#     etc/switchyard-test/restart-units), exit 4 when one of them failed
+#   - "stage-2" (not NixOS's; run by the toplevel's init at boot, before systemd): point
+#     /run/booted-system and /run/current-system at the toplevel and install its units,
+#     with no systemctl (systemd is not running yet; it starts the wanted units itself)
 #   - a toplevel holding etc/switchyard-test/never-activate exits 0 having done nothing,
-#     like a switch that never activated
+#     like a switch that never activated; with etc/switchyard-test/bootloader-first too,
+#     "switch" and "boot" install the boot entry first, as NixOS's script does before
+#     it activates, so the never-activated generation is what the node would boot
 #   - etc/switchyard-test/switch-delay holds seconds to sleep before activating, so a
 #     test can cut the connection while the switch runs
 set -u
@@ -14,16 +23,119 @@ top=$(cd "$(dirname "$0")/.." && pwd -P)
 action=${1:-}
 state=/var/lib/switchyard-test
 units_dir=/etc/systemd/system
+profiles=/nix/var/nix/profiles
+# How many system-profile generations get a boot entry (NixOS's configurationLimit default).
+generations=20
 
 case "$action" in
-switch | boot | test | dry-activate) ;;
+switch | boot | test | dry-activate | stage-2) ;;
 *)
 	echo "usage: switch-to-configuration switch|boot|test|dry-activate" >&2
 	exit 1
 	;;
 esac
 [ "$action" = dry-activate ] && exit 0
+
+# extlinux_entry TOPLEVEL TAG prints one extlinux menu entry (extlinux-conf-builder.sh's
+# addEntry). The kernel and initrd live on the file system extlinux reads (one root file
+# system in the VM), so they are named in place, as the builder does when it need not
+# copy them; a toplevel without them gets no entry.
+extlinux_entry() {
+	path=$(readlink -f "$1")
+	[ -e "$path/kernel" ] && [ -e "$path/initrd" ] || return 0
+	echo
+	echo "LABEL nixos-$2"
+	if [ "$2" = default ]; then
+		echo "  MENU LABEL NixOS - Default"
+	else
+		echo "  MENU LABEL NixOS - Configuration $2 ($(date '+%Y-%m-%d %H:%M' -d "@$(stat -L -c %Z "$path")") - $(cat "$path/nixos-version"))"
+	fi
+	echo "  LINUX $(readlink -f "$path/kernel")"
+	echo "  INITRD $(readlink -f "$path/initrd")"
+	echo "  APPEND init=$path/init $(cat "$path/kernel-params")"
+}
+
+# install_bootloader points the boot entry at this toplevel: DEFAULT is this toplevel,
+# then one entry per system-profile generation, newest first.
+install_bootloader() {
+	mkdir -p /boot && ln -sfn "$top" /boot/switchyard-default || return 1
+	conf=/boot/extlinux/extlinux.conf
+	[ -f "$conf" ] || return 0
+	tmp=$conf.tmp.$$
+	{
+		echo "# Written by switchyard's test fixture switch-to-configuration, after nixpkgs' extlinux-conf-builder.sh."
+		echo
+		echo "DEFAULT nixos-default"
+		echo
+		echo "MENU TITLE ------------------------------------------------------------"
+		echo "TIMEOUT 10"
+		extlinux_entry "$top" default
+		for gen in $( (cd "$profiles" 2>/dev/null && ls -d system-*-link 2>/dev/null) |
+			sed 's/system-\([0-9]\{1,\}\)-link/\1/' | sort -n -r | head -n "$generations"); do
+			extlinux_entry "$profiles/system-$gen-link" "$gen"
+		done
+	} >"$tmp" && mv -f "$tmp" "$conf" || {
+		rm -f "$tmp"
+		echo "switch-to-configuration: (fixture) could not write $conf" >&2
+		return 1
+	}
+}
+
+# install_units installs this generation's units under /etc/systemd/system and removes
+# what the previous generation installed and this one lacks. With "live", systemd is
+# running: stop removed units; sets $changed (units whose file changed) and $wanted.
+install_units() {
+	live=$1
+	mkdir -p "$state"
+	if [ -f "$state/installed" ]; then
+		while read -r rel; do
+			if [ ! -e "$top/etc/systemd/system/$rel" ] && [ ! -L "$top/etc/systemd/system/$rel" ]; then
+				case "$rel" in
+				*/*) ;;
+				*) [ "$live" = live ] && systemctl stop "$rel" 2>/dev/null ;;
+				esac
+				rm -f "$units_dir/$rel"
+			fi
+		done <"$state/installed"
+	fi
+
+	: >"$state/installed.new"
+	changed=""
+	wanted=""
+	for f in "$top"/etc/systemd/system/*; do
+		[ -e "$f" ] || continue
+		name=$(basename "$f")
+		if [ -d "$f" ]; then
+			mkdir -p "$units_dir/$name"
+			for w in "$f"/*; do
+				[ -e "$w" ] || [ -L "$w" ] || continue
+				unit=$(basename "$w")
+				ln -sfn "$units_dir/$unit" "$units_dir/$name/$unit"
+				echo "$name/$unit" >>"$state/installed.new"
+				case " $wanted " in *" $unit "*) ;; *) wanted="$wanted $unit" ;; esac
+			done
+		else
+			if [ "$(readlink "$units_dir/$name" 2>/dev/null)" != "$f" ]; then
+				[ -e "$units_dir/$name" ] && changed="$changed $name"
+				ln -sfn "$f" "$units_dir/$name"
+			fi
+			echo "$name" >>"$state/installed.new"
+		fi
+	done
+	mv "$state/installed.new" "$state/installed"
+}
+
+if [ "$action" = stage-2 ]; then
+	ln -sfn "$top" /run/booted-system
+	ln -sfn "$top" /run/current-system
+	install_units boot
+	exit 0
+fi
+
 if [ -e "$top/etc/switchyard-test/never-activate" ]; then
+	if [ -e "$top/etc/switchyard-test/bootloader-first" ] && { [ "$action" = boot ] || [ "$action" = switch ]; }; then
+		install_bootloader || exit 1
+	fi
 	echo "switch-to-configuration: (fixture) not activating $top" >&2
 	exit 0
 fi
@@ -31,58 +143,24 @@ if [ "$action" = switch ] && [ -f "$top/etc/switchyard-test/switch-delay" ]; the
 	sleep "$(cat "$top/etc/switchyard-test/switch-delay")"
 fi
 if [ "$action" = boot ] || [ "$action" = switch ]; then
-	mkdir -p /boot
-	ln -sfn "$top" /boot/switchyard-default
+	install_bootloader || exit 1
 fi
 [ "$action" = boot ] && exit 0
 
-mkdir -p "$state"
 ln -sfn "$top" /run/current-system
-
-# Remove what the previous generation installed and this one does not have.
-old_units=""
-if [ -f "$state/installed" ]; then
-	while read -r rel; do
-		if [ ! -e "$top/etc/systemd/system/$rel" ] && [ ! -L "$top/etc/systemd/system/$rel" ]; then
-			case "$rel" in
-			*/*) ;;
-			*) systemctl stop "$rel" 2>/dev/null ;;
-			esac
-			rm -f "$units_dir/$rel"
-		fi
-	done <"$state/installed"
-fi
-
-: >"$state/installed.new"
-changed=""
-wanted=""
-for f in "$top"/etc/systemd/system/*; do
-	[ -e "$f" ] || continue
-	name=$(basename "$f")
-	if [ -d "$f" ]; then
-		mkdir -p "$units_dir/$name"
-		for w in "$f"/*; do
-			[ -e "$w" ] || [ -L "$w" ] || continue
-			unit=$(basename "$w")
-			ln -sfn "$units_dir/$unit" "$units_dir/$name/$unit"
-			echo "$name/$unit" >>"$state/installed.new"
-			case " $wanted " in *" $unit "*) ;; *) wanted="$wanted $unit" ;; esac
-		done
-	else
-		if [ "$(readlink "$units_dir/$name" 2>/dev/null)" != "$f" ]; then
-			[ -e "$units_dir/$name" ] && changed="$changed $name"
-			ln -sfn "$f" "$units_dir/$name"
-		fi
-		echo "$name" >>"$state/installed.new"
-	fi
-done
-mv "$state/installed.new" "$state/installed"
+install_units live
 systemctl daemon-reload
 
-[ -n "$changed" ] && systemctl restart $changed
+# Units the activation restarts although their files are not the closure's (NixOS
+# restarts sshd or systemd-networkd when their configuration changed).
+restart=""
+if [ -f "$top/etc/switchyard-test/restart-units" ]; then
+	restart=$(cat "$top/etc/switchyard-test/restart-units")
+fi
+[ -n "$changed$restart" ] && systemctl restart $changed $restart
 [ -n "$wanted" ] && systemctl start $wanted
 rc=0
-for u in $wanted $changed; do
+for u in $wanted $changed $restart; do
 	if systemctl is-failed --quiet "$u"; then
 		echo "switch-to-configuration: unit $u failed" >&2
 		rc=4
