@@ -199,6 +199,30 @@ rec {
     '')
     aliases));
 
+  # A test of one `target` deployed to from the `deployer`: `systems nodes` gives the
+  # systems to deploy (the deployer holds them all), `script s` the test script after
+  # the common start (both machines up, the deployer's key installed, the target's host
+  # key pinned, DEPLOY the deploy command line without --toplevel), with `s` the systems.
+  singleTarget = { name, systems, script }: {
+    inherit name;
+    nodes = {
+      deployer = { nodes, ... }: {
+        imports = [ deployer ];
+        virtualisation.additionalPaths = lib.attrValues (systems nodes);
+      };
+      inherit target;
+    };
+    testScript = { nodes, ... }: python + ''
+      start_all()
+      deployer.wait_for_unit("multi-user.target")
+      install_key()
+      pin_host_key("target", target)
+
+      DEPLOY = f"deploy --node target --target root@target {SSH}"
+
+    '' + script (systems nodes);
+  };
+
   # ---- Python helpers of the test scripts ---------------------------------------------
   python = ''
     import json

@@ -50,29 +50,10 @@ let
     };
   };
 in
-{
+common.singleTarget {
   name = "deployment-unit-parsers";
-
-  nodes = {
-    deployer = { nodes, ... }: {
-      imports = [ common.deployer ];
-      virtualisation.additionalPaths = lib.attrValues (systems nodes);
-    };
-    target = common.target;
-  };
-
-  testScript = { nodes, ... }:
-    let
-      s = systems nodes;
-    in
-    common.python + ''
-      start_all()
-      deployer.wait_for_unit("multi-user.target")
-      install_key()
-      pin_host_key("target", target)
-
-      DEPLOY = f"deploy --node target --target root@target {SSH}"
-
+  inherit systems;
+  script = s: ''
       with subtest("condition-skipped"):
           # Named in the verdict, not restarted by the sweep, and the deploy passes.
           events = switchyard(f"{DEPLOY} --toplevel ${s.condition-skipped}", 0)
@@ -121,5 +102,5 @@ in
           assert names(v, "set_aside") == [], v["units"]
           target.succeed("systemctl is-active worker@alpha.service")
           target.succeed("systemctl is-failed worker@broken.service")
-    '';
+  '';
 }

@@ -53,31 +53,11 @@ let
     secret-chain-stalled = chain { delay = 100000; };
   };
 in
-{
+common.singleTarget {
   name = "deployment-verdict-chain";
-
-  nodes = {
-    deployer = { nodes, ... }: {
-      imports = [ common.deployer ];
-      virtualisation.additionalPaths = lib.attrValues (systems nodes);
-    };
-    target = common.target;
-  };
-
-  testScript = { nodes, ... }:
-    let
-      s = systems nodes;
-    in
-    common.python + ''
+  inherit systems;
+  script = s: ''
       import time
-
-      start_all()
-      deployer.wait_for_unit("multi-user.target")
-      install_key()
-      pin_host_key("target", target)
-
-      DEPLOY = f"deploy --node target --target root@target {SSH}"
-
 
       def reset_chain():
           # Each variant starts from a chain that is down: no secret, nothing running.
@@ -124,5 +104,5 @@ in
           assert "chain stalled at secrets-ready.service" in reasons(v), v
           states = phase_states(events, "target", "sweep")
           assert all(st == "skipped" for st in states), f"the sweep ran although the chain is down: {states}"
-    '';
+  '';
 }

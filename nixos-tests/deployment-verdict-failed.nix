@@ -46,29 +46,10 @@ let
     };
   };
 in
-{
+common.singleTarget {
   name = "deployment-verdict-failed";
-
-  nodes = {
-    deployer = { nodes, ... }: {
-      imports = [ common.deployer ];
-      virtualisation.additionalPaths = lib.attrValues (systems nodes);
-    };
-    target = common.target;
-  };
-
-  testScript = { nodes, ... }:
-    let
-      s = systems nodes;
-    in
-    common.python + ''
-      start_all()
-      deployer.wait_for_unit("multi-user.target")
-      install_key()
-      pin_host_key("target", target)
-
-      DEPLOY = f"deploy --node target --target root@target {SSH}"
-
+  inherit systems;
+  script = s: ''
       with subtest("healthy"):
           # SPEC 4.5: the configuration comes up: exit 0, switched, profile and boot entry on it.
           top = "${s.healthy}"
@@ -149,5 +130,5 @@ in
               line = next((ln for ln in out.splitlines() if key in ln), "")
               assert "<not read>" in line, f"{key} line reads {line!r}"
           assert "<none>" not in out, out
-    '';
+  '';
 }

@@ -25,29 +25,10 @@ let
     };
   };
 in
-{
+common.singleTarget {
   name = "deployment-verdict-loop";
-
-  nodes = {
-    deployer = { nodes, ... }: {
-      imports = [ common.deployer ];
-      virtualisation.additionalPaths = lib.attrValues (systems nodes);
-    };
-    target = common.target;
-  };
-
-  testScript = { nodes, ... }:
-    let
-      s = systems nodes;
-    in
-    common.python + ''
-      start_all()
-      deployer.wait_for_unit("multi-user.target")
-      install_key()
-      pin_host_key("target", target)
-
-      DEPLOY = f"deploy --node target --target root@target {SSH}"
-
+  inherit systems;
+  script = s: ''
       with subtest("restart-loop"):
           # Reported with its restart count and budget; the deploy does not fail for it.
           v = verdict(switchyard(f"{DEPLOY} --toplevel ${s.restart-loop}", 0), "target")
@@ -66,5 +47,5 @@ in
           assert "flappy.service" in reasons(v) and "budget 30s" in reasons(v), v
           assert [lp["over_budget"] for lp in v["units"]["restart_loops"]] == [True], v["units"]
           assert running(target) == "${s.restart-loop}"
-    '';
+  '';
 }

@@ -28,27 +28,10 @@ let
     };
   };
 in
-{
+common.singleTarget {
   name = "deployment-verdict-spawn";
-
-  nodes = {
-    deployer = { nodes, ... }: {
-      imports = [ common.deployer ];
-      virtualisation.additionalPaths = lib.attrValues (systems nodes);
-    };
-    target = common.target;
-  };
-
-  testScript = { nodes, ... }:
-    let
-      s = systems nodes;
-    in
-    common.python + ''
-      start_all()
-      deployer.wait_for_unit("multi-user.target")
-      install_key()
-      pin_host_key("target", target)
-
+  inherit systems;
+  script = s: ''
       with subtest("spawn-fault"):
           # The premise: one NUMA node.
           assert target.succeed("cat /sys/devices/system/node/online").strip() == "0"
@@ -61,5 +44,5 @@ in
           # systemd's own record: the exec stage failed with 242, the program never ran.
           assert target.succeed("systemctl show -P ExecMainStatus numa-pinned.service").strip() == "242"
           target.succeed("systemctl is-active hello.service")
-    '';
+  '';
 }
