@@ -116,7 +116,7 @@ var (
 func (n *Node) forwardSSH(ctx context.Context) error {
 	var lastErr error
 	for attempt := 0; attempt < 5; attempt++ {
-		port, err := freePort()
+		port, err := FreePort()
 		if err != nil {
 			return err
 		}
@@ -131,7 +131,10 @@ func (n *Node) forwardSSH(ctx context.Context) error {
 	return fmt.Errorf("forward ssh: %w", lastErr)
 }
 
-func freePort() (int, error) {
+// FreePort probes a free 127.0.0.1 port, never handing out one port twice in a
+// process (a probed port is free only until someone binds it: nodes and VMs of one
+// test run must not be given the same one).
+func FreePort() (int, error) {
 	portMu.Lock()
 	defer portMu.Unlock()
 	for {

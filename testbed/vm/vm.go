@@ -9,7 +9,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -164,7 +163,7 @@ func (img *Image) Launch(t testing.TB) *VM {
 
 // start runs qemu on a free loopback port and checks it did not exit at once.
 func (v *VM) start(overlay string) error {
-	port, err := freePort()
+	port, err := testbed.FreePort()
 	if err != nil {
 		return err
 	}
@@ -212,29 +211,6 @@ func (v *VM) start(overlay string) error {
 func (v *VM) stop() {
 	v.cancel()
 	<-v.exited
-}
-
-var (
-	portMu    sync.Mutex
-	portsUsed = map[int]bool{}
-)
-
-// freePort probes a free 127.0.0.1 port, never handing out one port twice in a process.
-func freePort() (int, error) {
-	portMu.Lock()
-	defer portMu.Unlock()
-	for {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return 0, err
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		if !portsUsed[port] {
-			portsUsed[port] = true
-			return port, nil
-		}
-	}
 }
 
 // waitBoot waits until sshd answers and systemd finished booting, on a boot other than
