@@ -87,6 +87,7 @@ func (c *Client) Exec(ctx context.Context, instance, project string, req ExecReq
 			closeAll()
 			return -1, err
 		}
+		tolerateLatePong(conn)
 		conns[n] = conn
 	}
 	defer closeAll()
@@ -177,6 +178,19 @@ func (c *Client) Exec(ctx context.Context, instance, project string, req ExecReq
 		}
 	}
 	return *final.Return, nil
+}
+
+// tolerateLatePong makes a pong that cannot be written no error of the reader. The
+// daemon may ping a stream and close its end right after the command's last output:
+// gorilla's default ping handler then returns the failed pong's "broken pipe" from
+// NextReader, before the close frame and any output still buffered are read, and a
+// complete output looked cut off. The pong is a courtesy; a connection that really
+// broke still fails the next read.
+func tolerateLatePong(conn *websocket.Conn) {
+	conn.SetPingHandler(func(msg string) error {
+		_ = conn.WriteControl(websocket.PongMessage, []byte(msg), time.Now().Add(time.Second))
+		return nil
+	})
 }
 
 // sendStream sends r (nil: nothing) on conn as binary messages, then the empty
