@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -22,20 +21,7 @@ import (
 
 var binary string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "switchyard-bin")
-	if err != nil {
-		panic(err)
-	}
-	binary = filepath.Join(dir, "switchyard")
-	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build switchyard: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(testbed.RunWithSwitchyard(m, &binary)) }
 
 // fastEnv shortens the verdict windows so a deploy takes seconds.
 var fastEnv = []string{"DEPLOY_SETTLE_ATTEMPTS=5", "DEPLOY_CYCLE_INTERVAL=1", "DEPLOY_CYCLE_WINDOWS=3", "DEPLOY_WAIT_TIMEOUT=20"}

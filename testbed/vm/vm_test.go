@@ -26,22 +26,7 @@ import (
 
 var binary string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "switchyard-bin")
-	if err != nil {
-		panic(err)
-	}
-	binary = filepath.Join(dir, "switchyard")
-	cmd := exec.Command("go", "build", "-o", binary, "./cmd/switchyard")
-	cmd.Dir = testbed.RepoRoot()
-	if out, err := cmd.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build switchyard: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(testbed.RunWithSwitchyard(m, &binary)) }
 
 // deploy runs `switchyard deploy` of toplevel to the VM over SSH with its pinned host
 // key and returns the exit code and the verdict event. The verdict windows are short,
