@@ -287,7 +287,7 @@ func (t *Transport) handshake(ctx context.Context, nc net.Conn, what, addr, user
 	cfg := &gossh.ClientConfig{
 		User: user,
 		Auth: []gossh.AuthMethod{gossh.PublicKeysCallback(func() ([]gossh.Signer, error) {
-			return authSigners(signers, agentConn)
+			return authSigners(signers, t.fallback, agentConn)
 		})},
 		HostKeyCallback: func(hostname string, remote net.Addr, key gossh.PublicKey) error {
 			hostKeyErr = check(hostname, remote, key)
@@ -329,10 +329,11 @@ func (t *Transport) handshake(ctx context.Context, nc net.Conn, what, addr, user
 	return gossh.NewClient(sc, chans, reqs), nil
 }
 
-// authSigners are the key files' signers, then the agent's. One callback, so the
-// client tries every key within one "publickey" method. The agent connection is
-// kept in *agentConn for the caller to close after the handshake.
-func authSigners(keys []gossh.Signer, agentConn *net.Conn) ([]gossh.Signer, error) {
+// authSigners are the key files' signers, then the agent's, then the default
+// identity files' (SPEC 2: as OpenSSH finds keys). One callback, so the client
+// tries every key within one "publickey" method. The agent connection is kept in
+// *agentConn for the caller to close after the handshake.
+func authSigners(keys, fallback []gossh.Signer, agentConn *net.Conn) ([]gossh.Signer, error) {
 	signers := slices.Clone(keys)
 	if sock := os.Getenv("SSH_AUTH_SOCK"); sock != "" {
 		if *agentConn == nil {
@@ -346,8 +347,9 @@ func authSigners(keys []gossh.Signer, agentConn *net.Conn) ([]gossh.Signer, erro
 			}
 		}
 	}
+	signers = append(signers, fallback...)
 	if len(signers) == 0 {
-		return nil, errors.New("no ssh key: give --ssh-key or run an ssh agent")
+		return nil, errors.New("no ssh key: give --ssh-key, run an ssh agent or create ~/.ssh/id_ed25519")
 	}
 	return signers, nil
 }

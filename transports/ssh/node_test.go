@@ -411,3 +411,35 @@ echo 'deploy ALL=(ALL) NOPASSWD: ALL' > /etc/sudoers.d/deploy`)
 		t.Errorf("%d dials for the whole sequence, want 1", n)
 	}
 }
+
+// TestNodeDefaultIdentityFile: with no --ssh-key, no IdentityFile and no agent, the
+// key at ~/.ssh/id_ed25519 logs in, as ssh(1) would find it (SPEC 2); a home without
+// one gets a clear "no ssh key" error and no connection.
+func TestNodeDefaultIdentityFile(t *testing.T) {
+	bed := testbed.Require(t)
+	node := bed.Node(t)
+	t.Setenv("SSH_AUTH_SOCK", "")
+
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	tr := nodeTransport(t, node, func(c *ssh.Config) { c.KeyFiles = nil })
+	_, err := tr.Run(ctxFor(t, time.Minute), effects.Command{Argv: []string{"true"}})
+	if err == nil || !strings.Contains(err.Error(), "no ssh key") {
+		t.Fatalf("Run with no key anywhere: %v, want a \"no ssh key\" error", err)
+	}
+
+	key, err := os.ReadFile(node.KeyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(home, ".ssh"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, ".ssh", "id_ed25519"), key, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tr = nodeTransport(t, node, func(c *ssh.Config) { c.KeyFiles = nil })
+	if code, out := run(t, tr, effects.Command{Argv: []string{"echo", "in"}}); code != 0 || out != "in\n" {
+		t.Fatalf("Run with ~/.ssh/id_ed25519: exit %d, %q", code, out)
+	}
+}

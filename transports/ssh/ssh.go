@@ -59,7 +59,8 @@ type Config struct {
 	HostKey string
 	// KeyFiles are private key files (--ssh-key); when none are given, the ssh
 	// config's IdentityFile entries that exist. The agent at $SSH_AUTH_SOCK is
-	// used as well when that is set.
+	// used as well when that is set, and after it the default identity files
+	// (~/.ssh/id_ed25519, id_ecdsa, id_rsa) that exist and load without a passphrase.
 	KeyFiles []string
 
 	DialTimeout time.Duration // TCP connect plus SSH handshake; default 15 s
@@ -73,11 +74,12 @@ type Config struct {
 // Transport reaches one node over SSH. It connects on the first Run and keeps one
 // TCP connection for every command; it is safe for concurrent use.
 type Transport struct {
-	cfg     Config
-	addr    string // host:port as dialled and as known_hosts is asked
-	signers []gossh.Signer
-	pinned  gossh.PublicKey // nil: known_hosts
-	jumps   []jumpHost      // the ProxyJump chain, first hop first
+	cfg      Config
+	addr     string          // host:port as dialled and as known_hosts is asked
+	signers  []gossh.Signer  // the key files'
+	fallback []gossh.Signer  // the default identity files', tried after the agent
+	pinned   gossh.PublicKey // nil: known_hosts
+	jumps    []jumpHost      // the ProxyJump chain, first hop first
 
 	mu      sync.Mutex
 	client  *gossh.Client
@@ -166,6 +168,9 @@ func New(cfg Config) (*Transport, error) {
 	if t.signers, err = loadKeys(cfg.KeyFiles, flagKeys); err != nil {
 		return nil, err
 	}
+	if t.fallback, err = loadKeys(existing(defaultIdentities()), false); err != nil {
+		return nil, err
+	}
 	for i, j := range chain {
 		jh := jumpHost{user: j.user, addr: net.JoinHostPort(j.host, strconv.Itoa(j.port)), knownHosts: knownHosts}
 		jh.what = fmt.Sprintf("jump host %s (%d of %d)", jh.addr, i+1, len(chain))
@@ -178,6 +183,25 @@ func New(cfg Config) (*Transport, error) {
 		t.jumps = append(t.jumps, jh)
 	}
 	return t, nil
+}
+
+// defaultIdentityFiles are the keys ssh(1) tries when nothing names one, in its
+// order (ssh(1) -i: ~/.ssh/id_rsa, id_ecdsa, id_ecdsa_sk, id_ed25519, id_ed25519_sk;
+// SPEC 2 puts ed25519 first and leaves out the security-key types, which need a
+// hardware token this client cannot drive).
+var defaultIdentityFiles = []string{"id_ed25519", "id_ecdsa", "id_rsa"}
+
+// defaultIdentities are the default identity files under ~/.ssh (none without a home).
+func defaultIdentities() []string {
+	home, err := os.UserHomeDir()
+	if err != nil || home == "" {
+		return nil
+	}
+	out := make([]string, 0, len(defaultIdentityFiles))
+	for _, f := range defaultIdentityFiles {
+		out = append(out, filepath.Join(home, ".ssh", f))
+	}
+	return out
 }
 
 // loadKeys loads private key files. Keys from flags (strict) must all load;
