@@ -43,12 +43,20 @@ func Require(t testing.TB) *Bed {
 	t.Helper()
 	bedOnce.Do(func() { bed, bedErr = Open() })
 	if bedErr != nil {
-		if os.Getenv("SWITCHYARD_TESTBED") == "require" {
-			t.Fatalf("test bed required but not available: %v", bedErr)
-		}
-		t.Skipf("test bed not available (run testbed/setup.sh as root): %v", bedErr)
+		Unavailable(t, "test bed", "testbed/setup.sh", bedErr)
 	}
 	return bed
+}
+
+// Unavailable ends a test that needs a part of the test bed that is missing (what,
+// made by running setup): a skip normally, a failure when SWITCHYARD_TESTBED=require,
+// so that the test command never passes by skipping.
+func Unavailable(t testing.TB, what, setup string, err error) {
+	t.Helper()
+	if os.Getenv("SWITCHYARD_TESTBED") == "require" {
+		t.Fatalf("%s required but not available: %v", what, err)
+	}
+	t.Skipf("%s not available (run %s as root): %v", what, setup, err)
 }
 
 // RepoRoot is the repository root, found from this file's location.

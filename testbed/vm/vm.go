@@ -56,10 +56,7 @@ func Require(t testing.TB) *Image {
 	t.Helper()
 	imageOnce.Do(func() { image, imageErr = Open() })
 	if imageErr != nil {
-		if os.Getenv("SWITCHYARD_TESTBED") == "require" {
-			t.Fatalf("VM tier required but not available: %v", imageErr)
-		}
-		t.Skipf("VM tier not available (run SWITCHYARD_TESTBED_VM=1 testbed/setup.sh as root): %v", imageErr)
+		testbed.Unavailable(t, "VM tier", "SWITCHYARD_TESTBED_VM=1 testbed/setup.sh", imageErr)
 	}
 	return image
 }
