@@ -40,7 +40,3 @@ func BuildClosure(t testing.TB, attr, tag string) string {
 	}
 	return out
 }
-
-// ClientKey is the test bed's client SSH private key (Bed.KeyFile), created once per
-// machine; the VM tier's image trusts it too.
-func ClientKey() (string, error) { return clientKey() }

@@ -93,7 +93,7 @@ func Open() (*Bed, error) {
 	if out, err := exec.CommandContext(ctx, "incus", "image", "info", image).CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("node image %s not imported: %v: %s", image, err, bytes.TrimSpace(out))
 	}
-	key, err := clientKey()
+	key, err := ClientKey()
 	if err != nil {
 		return nil, err
 	}
@@ -113,10 +113,10 @@ func imageAlias(root string) (string, error) {
 	return "switchyard-node-" + hex.EncodeToString(sum[:])[:12], nil
 }
 
-// clientKey returns the test bed's client key, creating it once per machine. It is
-// generated into a fresh directory that is renamed into place, so concurrent test
-// processes agree on one key.
-func clientKey() (string, error) {
+// ClientKey returns the test bed's client key (Bed.KeyFile; the VM tier's image trusts
+// it too), creating it once per machine. It is generated into a fresh directory that
+// is renamed into place, so concurrent test processes agree on one key.
+func ClientKey() (string, error) {
 	dir := filepath.Join(CacheDir(), "ssh")
 	key := filepath.Join(dir, "id_ed25519")
 	if _, err := os.Stat(key + ".pub"); err == nil {
