@@ -70,9 +70,13 @@ func (b *Bed) Launch(ctx context.Context, label, dir string) (*Node, error) {
 		b.KeyFile+".pub", n.Name+"/root/.ssh/authorized_keys"); err != nil {
 		return n, fmt.Errorf("install client key: %w (%d bytes)", err, len(pub))
 	}
-	hostKey, err := n.Exec(ctx, "cat", "/etc/ssh/ssh_host_ed25519_key.pub")
-	if err != nil {
-		return n, fmt.Errorf("read host key: %w", err)
+	// The incus CLI under load has given an empty stdout for a command that printed:
+	// a key file that reads empty is read again (the node generated it at boot).
+	var hostKey string
+	for attempt := 0; attempt < 3 && strings.TrimSpace(hostKey) == ""; attempt++ {
+		if hostKey, err = n.Exec(ctx, "cat", "/etc/ssh/ssh_host_ed25519_key.pub"); err != nil {
+			return n, fmt.Errorf("read host key: %w", err)
+		}
 	}
 	fields := strings.Fields(hostKey)
 	if len(fields) < 2 {
