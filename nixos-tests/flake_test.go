@@ -28,7 +28,10 @@ func nixTool(t *testing.T, name string) string {
 func TestNixFilesParse(t *testing.T) {
 	tool := nixTool(t, "nix-instantiate")
 	root := testbed.RepoRoot()
-	files := []string{filepath.Join(root, "flake.nix"), filepath.Join(root, "testbed", "closures", "default.nix")}
+	files := []string{filepath.Join(root, "flake.nix")}
+	for _, f := range []string{"default.nix", "verdict.nix", "switch.nix", "owned.nix"} {
+		files = append(files, filepath.Join(root, "testbed", "closures", f))
+	}
 	for _, dir := range []string{"nixos-tests", "nix", filepath.Join("examples", "tree-nixos")} {
 		more, _ := filepath.Glob(filepath.Join(root, dir, "*.nix"))
 		files = append(files, more...)

@@ -197,6 +197,7 @@ func parseUnits(lines []string) map[string]Unit {
 			return
 		}
 		p := properties(block)
+		pre, post := execCommands(block, "ExecStartPre="), execCommands(block, "ExecStartPost=")
 		block = block[:0]
 		if p["Id"] == "" {
 			return
@@ -216,6 +217,15 @@ func parseUnits(lines []string) map[string]Unit {
 			ActiveEnter:     timestamp(p["ActiveEnterTimestamp"]),
 			ActiveExit:      timestamp(p["ActiveExitTimestamp"]),
 			Environment:     splitEnvironment(p["Environment"]),
+			Type:            p["Type"],
+			RemainAfterExit: p["RemainAfterExit"] == "yes",
+			ExecMainPID:     atoi(p["ExecMainPID"]),
+			ExecMainStart:   timestamp(p["ExecMainStartTimestamp"]),
+			ExecMainExit:    timestamp(p["ExecMainExitTimestamp"]),
+			InactiveEnter:   timestamp(p["InactiveEnterTimestamp"]),
+			InactiveExit:    timestamp(p["InactiveExitTimestamp"]),
+			ExecStartPre:    pre,
+			ExecStartPost:   post,
 		}
 	}
 	for _, l := range lines {
@@ -242,4 +252,39 @@ func timestamp(v string) int64 {
 		return 0
 	}
 	return n
+}
+
+// execCommands reads the lines of one exec property (systemctl show prints one line
+// per command, "ExecStartPre={ path=/bin/true ; argv[]=... ; start_time=[@1796057494] ;
+// ... ; code=exited ; status=214 }"). nil when the unit has none.
+func execCommands(block []string, prefix string) []ExecCommand {
+	var out []ExecCommand
+	for _, l := range block {
+		v, ok := strings.CutPrefix(l, prefix)
+		if !ok {
+			continue
+		}
+		v = strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(v), "{"), "}")
+		var c ExecCommand
+		for _, field := range strings.Split(v, " ; ") {
+			k, val, _ := strings.Cut(strings.TrimSpace(field), "=")
+			switch k {
+			case "path":
+				c.Path = val
+			case "code":
+				if val != "(null)" {
+					c.Code = val
+				}
+			case "status":
+				n, _, _ := strings.Cut(val, "/") // "214" or "0/0" or "203/EXEC"
+				c.Status = atoi(n)
+			case "start_time":
+				c.Start = timestamp(strings.Trim(val, "[]"))
+			case "stop_time":
+				c.Stop = timestamp(strings.Trim(val, "[]"))
+			}
+		}
+		out = append(out, c)
+	}
+	return out
 }

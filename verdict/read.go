@@ -44,7 +44,7 @@ sy_section activated sy_mtime /run/current-system
 sy_section boot sy_link /nix/var/nix/profiles/system
 sy_section manager systemctl --no-pager show --property=SystemState,NJobs
 sy_section jobs systemctl --no-pager list-jobs --no-legend --full --plain
-sy_section units systemctl --no-pager show --all --timestamp=unix --property=Id,LoadState,ActiveState,SubState,Result,NRestarts,InvocationID,ExecMainCode,ExecMainStatus,ConditionResult,ConditionTimestamp,ActiveEnterTimestamp,ActiveExitTimestamp,Environment '*'
+sy_section units systemctl --no-pager show --all --timestamp=unix --property=Id,Type,RemainAfterExit,LoadState,ActiveState,SubState,Result,NRestarts,InvocationID,ExecMainPID,ExecMainCode,ExecMainStatus,ExecMainStartTimestamp,ExecMainExitTimestamp,ExecStartPre,ExecStartPost,ConditionResult,ConditionTimestamp,ActiveEnterTimestamp,ActiveExitTimestamp,InactiveEnterTimestamp,InactiveExitTimestamp,Environment '*'
 printf '%s done\n' "$M"
 exit 0
 `

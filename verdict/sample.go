@@ -18,6 +18,28 @@ type Unit struct {
 	ActiveEnter     int64    // unix seconds (node clock) the unit last entered active; 0 never
 	ActiveExit      int64    // unix seconds it last left active; 0 never
 	Environment     []string // the unit's Environment= assignments, KEY=VALUE
+
+	Type            string // simple, exec, forking, oneshot, notify, ...; "" for non-services
+	RemainAfterExit bool
+	ExecMainPID     int   // the main process while it runs; 0 none
+	ExecMainStart   int64 // unix seconds the main process of the last run started; 0 never
+	ExecMainExit    int64 // unix seconds it exited; 0 not yet or never
+	InactiveEnter   int64 // unix seconds the unit last entered inactive or failed; 0 never
+	InactiveExit    int64 // unix seconds it last left inactive or failed (a start began); 0 never
+	// ExecStartPre and ExecStartPost are the status of each such command of the last
+	// run, in order; a command that has not run has Code "".
+	ExecStartPre  []ExecCommand
+	ExecStartPost []ExecCommand
+}
+
+// ExecCommand is one ExecStartPre=/ExecStartPost= command's last run, as
+// `systemctl show` renders it: "{ path=... ; ... ; code=exited ; status=214 }".
+type ExecCommand struct {
+	Path   string
+	Code   string // exited, killed, dumped; "" when it has not run ("(null)")
+	Status int    // exit status, or the signal number when killed
+	Start  int64  // unix seconds it started; 0 not run
+	Stop   int64  // unix seconds it ended; 0 not ended
 }
 
 // Job is a queued systemd job.

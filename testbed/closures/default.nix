@@ -100,8 +100,14 @@ let
     description = "switchyard test: a healthy service";
     exec = "${payload}/bin/serve";
   };
+
+  # What the closure files of one area each get: the builders above.
+  area = file: import file { inherit toplevel service payload hello; };
 in
-rec {
+# Closures of one area live in a file of their own (verdict.nix: unit classes;
+# switch.nix: switch-to-configuration's behaviour; owned.nix: which units a
+# configuration owns), so each area's fixtures can be read (and changed) on their own.
+area ./verdict.nix // area ./switch.nix // area ./owned.nix // rec {
   inherit payload;
 
   # Everything comes up.

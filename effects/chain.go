@@ -1,0 +1,106 @@
+package effects
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/switchyard-nix/switchyard/verdict"
+)
+
+// 4. chain gate (verdict-only pass)
+func (r *run) chainGate(ctx context.Context) error {
+	out, code, err := r.exec(ctx, "cat", "--", "/run/current-system/etc/switchyard/chain")
+	if err != nil {
+		return stopWith(exitInfra, "reading the chain: %w", err)
+	}
+	members := parseChain(out)
+	if code != 0 || len(members) == 0 {
+		return nil // no chain declared
+	}
+	r.log("info", "%s: chain: waiting for %s", r.d.Node, strings.Join(members, " -> "))
+	deadline := time.Now().Add(r.cfg.ChainTimeout)
+	lastChange, unreachable := time.Now(), 0
+	var prev []string
+	for {
+		s, err := r.read(ctx)
+		switch {
+		case err != nil || s.Units == nil:
+			unreachable++
+			if unreachable >= 3 {
+				r.chainDown = true
+				return stopWith(exitInfra, "node unreachable while waiting for the chain: %v", err)
+			}
+		default:
+			unreachable = 0
+			d := chainCompute(members, s.Units, prev)
+			if d.changed {
+				lastChange = time.Now()
+			}
+			prev = d.states
+			switch {
+			case d.up:
+				return nil
+			case d.failed != "":
+				r.chainDown = true
+				return failWith(exitVerdict, "chain member %s failed", d.failed)
+			case time.Since(lastChange) >= r.cfg.ChainStall:
+				r.chainDown = true
+				return failWith(exitVerdict, "chain stalled at %s: no change for %s", d.waiting, r.cfg.ChainStall)
+			case time.Now().After(deadline):
+				r.chainDown = true
+				return failWith(exitVerdict, "chain not up within %s: waiting for %s", r.cfg.ChainTimeout, d.waiting)
+			}
+		}
+		if err := sleep(ctx, r.d.poll); err != nil {
+			return stopWith(exitInfra, "%w", err)
+		}
+	}
+}
+
+func parseChain(s string) []string {
+	var out []string
+	for _, line := range strings.Split(s, "\n") {
+		line = strings.TrimSpace(line)
+		if line != "" && !strings.HasPrefix(line, "#") {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// chainDecision is the chain gate's reading of one sample.
+type chainDecision struct {
+	up      bool     // every member active
+	failed  string   // the head (first member not yet up) has failed
+	waiting string   // the head
+	states  []string // per member, to detect change
+	changed bool
+}
+
+// chainCompute is the gate's pure decision from one sample and the previous states.
+func chainCompute(members []string, units map[string]verdict.Unit, prev []string) chainDecision {
+	d := chainDecision{up: true, states: make([]string, len(members))}
+	for i, m := range members {
+		u, ok := units[m]
+		state := "absent"
+		if ok {
+			state = u.ActiveState + "/" + u.SubState + "/" + u.InvocationID
+		}
+		d.states[i] = state
+		if prev != nil && prev[i] != state {
+			d.changed = true
+		}
+		if d.up && (!ok || u.ActiveState != "active") {
+			d.up = false
+			d.waiting = m
+			if ok && u.ActiveState == "failed" {
+				d.failed = m
+			}
+		}
+	}
+	if prev == nil {
+		d.changed = true
+	}
+	return d
+}
