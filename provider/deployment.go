@@ -198,7 +198,16 @@ func (d *deployment) deploy(ctx context.Context, m *deploymentModel, fail func(s
 		fail(node+": deploy refused", fmt.Sprintf("%s: %v", node, err))
 		return
 	}
-	cfg.VerdictOnly = false
+	if cfg.VerdictOnly {
+		// The verdict-only pass changes nothing, so it cannot stand for a create or an
+		// update: the state would record this configuration as deployed. switchyard
+		// runs it without OpenTofu (the verdict verb, or apply with the variable).
+		err := errors.New("DEPLOY_VERDICT_ONLY=1: the provider deploys, it does not run the verdict-only pass: " +
+			"run `switchyard <method> verdict` (or apply) instead")
+		record(verdict.Verdict{Node: node, ExitCode: 2, Reasons: []string{err.Error()}}, 2)
+		fail(node+": deploy refused", fmt.Sprintf("%s: %v", node, err))
+		return
+	}
 	t, err := m.transport()
 	if err != nil {
 		record(verdict.Verdict{Node: node, ExitCode: 2, Reasons: []string{"wait: " + err.Error()}}, 2)

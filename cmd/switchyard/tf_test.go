@@ -349,3 +349,59 @@ func TestTFPgBackendLock(t *testing.T) {
 		t.Errorf("plan from the other machine after apply: %v", p)
 	}
 }
+
+// Issue 11 item 7: DEPLOY_VERDICT_ONLY=1 with tf apply is the verdict-only pass, as
+// the verdict verb: after a deploy, an apply with a changed closure in the submission
+// copies nothing and switches nothing, judges the running generation (pass
+// "verdict-only", switch skipped) and leaves the state as it was, so the next plan
+// still shows the change. OpenTofu's own apply (run -- apply) under the variable is
+// refused by the provider instead of deploying.
+func TestTFVerdictOnlyApply(t *testing.T) {
+	bed := testbed.Require(t)
+	needTofu(t)
+	t.Parallel()
+	node := bed.Node(t)
+	tree, deployment := treeFor(t, "tf", "healthy", map[string]*testbed.Node{"web1": node})
+	cache := "DEPLOY_EVAL_CACHE_DIR=" + t.TempDir()
+
+	r := switchyard(t, []string{"DEPLOYMENT=" + deployment, cache}, "tf", "apply", "--tree", tree, "--output", "json")
+	wantCode(t, r, 0)
+	first, _ := verdicts(t, r)["web1"]["toplevel"].(string)
+	if first == "" || node.Readlink(t, "/run/current-system") != first {
+		t.Fatalf("first apply: verdict %v\nstderr:\n%s", verdicts(t, r)["web1"], r.stderr)
+	}
+	before := tofuState(t, []string{"DEPLOYMENT=" + deployment, cache}, tree)["web1"]
+
+	changed := strings.Replace(deployment, `"sshKeyFile"`, `"applications":{"hello":{"settings":{"greeting":"hey"}}},"sshKeyFile"`, 1)
+	env := []string{"DEPLOYMENT=" + changed, cache}
+	r = switchyard(t, append(env, "DEPLOY_VERDICT_ONLY=1"), "tf", "apply", "--tree", tree, "--output", "json")
+	wantCode(t, r, 0)
+	v := verdicts(t, r)["web1"]
+	if v == nil || v["pass"] != "verdict-only" || v["switch"].(map[string]any)["result"] != "skipped" || v["toplevel"] != first {
+		t.Errorf("DEPLOY_VERDICT_ONLY=1 apply: verdict %v, want pass verdict-only, switch skipped, toplevel %s", v, first)
+	}
+	if got := node.Readlink(t, "/run/current-system"); got != first {
+		t.Errorf("DEPLOY_VERDICT_ONLY=1 apply switched the node to %s", got)
+	}
+	for _, e := range r.events {
+		if e["kind"] == "phase" && (e["phase"] == "build" || e["phase"] == "push" || e["phase"] == "switch") && e["state"] != "skipped" {
+			t.Errorf("DEPLOY_VERDICT_ONLY=1 apply: phase %s %v", e["phase"], e["state"])
+		}
+	}
+	if after := tofuState(t, env, tree)["web1"]; after["nixos_conf"] != before["nixos_conf"] || after["verdict"] != before["verdict"] {
+		t.Errorf("DEPLOY_VERDICT_ONLY=1 apply changed the state:\nbefore %v\nafter  %v", before, after)
+	}
+	r = switchyard(t, env, "tf", "plan", "--tree", tree, "--output", "json")
+	wantCode(t, r, 0)
+	if p := planEvents(r); !p["web1"] {
+		t.Errorf("plan after the verdict-only apply: %v, want web1 changed", p)
+	}
+
+	r = switchyard(t, append(env, "DEPLOY_VERDICT_ONLY=1"), "tf", "run", "--tree", tree, "--", "apply", "-auto-approve", "-no-color")
+	if r.code == 0 || !strings.Contains(r.stderr+r.stdout, "DEPLOY_VERDICT_ONLY") {
+		t.Errorf("run -- apply under DEPLOY_VERDICT_ONLY=1: exit %d, want a refusal naming the variable\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	if got := node.Readlink(t, "/run/current-system"); got != first {
+		t.Errorf("run -- apply under DEPLOY_VERDICT_ONLY=1 switched the node to %s", got)
+	}
+}

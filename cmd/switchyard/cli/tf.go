@@ -42,6 +42,9 @@ type tfRun struct {
 func (r *tfRun) json() bool { return r.mr.f.output == "json" }
 
 func (r *tfRun) run(ctx context.Context) (int, error) {
+	if r.mr.verb == "apply" && r.cfg.VerdictOnly {
+		return r.verdictOnlyApply(ctx)
+	}
 	bin, err := tofu.Locate(ctx, r.mr.e.getenv)
 	if errors.Is(err, tofu.ErrBadTofu) {
 		return ExitRefused, fmt.Errorf("%w: %w", err, errRefused)
@@ -184,6 +187,20 @@ func (r *tfRun) run(ctx context.Context) (int, error) {
 		return r.raw(ctx)
 	}
 	return ExitRefused, fmt.Errorf("verb %q not built", r.mr.verb)
+}
+
+// verdictOnlyApply is DEPLOY_VERDICT_ONLY=1 apply: the verdict-only pass on every
+// node, as the verdict verb (SPEC 2), without OpenTofu. The pass changes nothing, so
+// it is no deployment's create or update: through OpenTofu the state would record
+// the submitted configuration as deployed, and the next apply would not deploy it.
+func (r *tfRun) verdictOnlyApply(ctx context.Context) (int, error) {
+	if r.mr.f.planIn != "" {
+		// As the ssh method: a saved plan for another DEPLOYMENT or tree is refused.
+		if err := checkSavedPlan(r.mr.f.planIn, r.d, r.p); err != nil {
+			return exitFor(err), err
+		}
+	}
+	return r.deploy(ctx, true), nil
 }
 
 // instanceOf is an Incus node's instance: its image and profiles, its limits as
