@@ -1,6 +1,7 @@
 package main_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -192,26 +193,103 @@ func TestSSHApplyOtherNodesGoOn(t *testing.T) {
 	}
 }
 
-// SPEC 6.4/9.11: credentials staged at different paths give the same nixos_conf; a
-// bad submission is refused naming the JSON path, before anything changes.
+// SPEC 6.4/9.11 and issue 11 item 8: the same tree copied to two directories and
+// planned with the ssh key staged at two different paths gives the same plan.json
+// bytes, configuration.nix and nixos_conf, and no output (stdout, stderr, the state
+// dir's files, the saved plan) names a staging path; a bad submission is refused
+// naming the JSON path, before anything changes.
 func TestSSHPlanCredentialsAndRefusals(t *testing.T) {
-	testbed.Require(t)
+	bed := testbed.Require(t)
 	t.Parallel()
+	node := bed.Node(t)
+	key, err := os.ReadFile(node.KeyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := plantest.WriteTree(t, t.TempDir(), plantest.Tree{Nodes: []plantest.Node{{Name: "web1", Host: "127.0.0.1",
+		Port: node.SSHPort, HostKey: node.HostKey}}})
+	cache := "DEPLOY_EVAL_CACHE_DIR=" + t.TempDir()
+	type planned struct{ planJSON, conf, nixosConf, drv string }
+	stage := func(label string) planned {
+		t.Helper()
+		staging := filepath.Join(t.TempDir(), "staging-"+label)
+		keyPath := filepath.Join(staging, "credentials", "ssh-key")
+		if err := os.MkdirAll(filepath.Dir(keyPath), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(keyPath, key, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		tree := filepath.Join(t.TempDir(), "tree")
+		if err := os.CopyFS(tree, os.DirFS(src)); err != nil {
+			t.Fatal(err)
+		}
+		saved := filepath.Join(t.TempDir(), "saved-plan.json")
+		r := switchyard(t, []string{fmt.Sprintf(`DEPLOYMENT={"deployment-method":{"ssh":{"sshKeyFile":%q}}}`, keyPath), cache},
+			"ssh", "plan", "--tree", tree, "--out", saved, "--output", "json")
+		wantCode(t, r, 0)
+		outputs := map[string]string{"stdout": r.stdout, "stderr": r.stderr}
+		state := filepath.Join(tree, ".switchyard")
+		err := filepath.WalkDir(state, func(path string, d os.DirEntry, err error) error {
+			if err == nil && d.Type().IsRegular() {
+				b, rerr := os.ReadFile(path)
+				outputs[path] = string(b)
+				err = rerr
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		savedPlan, err := os.ReadFile(saved)
+		if err != nil {
+			t.Fatal(err)
+		}
+		outputs["the saved plan"] = string(savedPlan)
+		for what, out := range outputs {
+			if strings.Contains(out, staging) {
+				t.Errorf("%s names the staging path %s:\n%s", what, staging, out)
+			}
+		}
+		var p planned
+		p.planJSON = outputs[filepath.Join(state, "nodes", "web1", "plan.json")]
+		p.conf = outputs[filepath.Join(state, "nodes", "web1", "configuration.nix")]
+		if p.planJSON == "" || p.conf == "" {
+			t.Fatalf("%s: no plan.json or configuration.nix for web1 under %s", label, state)
+		}
+		var sp struct {
+			Nodes map[string]struct {
+				NixosConf string `json:"nixos_conf"`
+				Drv       string `json:"drv"`
+			} `json:"nodes"`
+		}
+		if err := json.Unmarshal(savedPlan, &sp); err != nil {
+			t.Fatalf("saved plan: %v", err)
+		}
+		p.nixosConf, p.drv = sp.Nodes["web1"].NixosConf, sp.Nodes["web1"].Drv
+		for _, e := range r.events {
+			if e["kind"] == "plan" && e["node"] == "web1" && e["nixos_conf"] != p.nixosConf {
+				t.Errorf("%s: plan event nixos_conf %v, saved plan %s", label, e["nixos_conf"], p.nixosConf)
+			}
+		}
+		if len(p.nixosConf) != 64 || !strings.HasSuffix(p.drv, ".drv") {
+			t.Fatalf("%s: saved plan %s", label, savedPlan)
+		}
+		return p
+	}
+	a, b := stage("a"), stage("b")
+	if a.planJSON != b.planJSON {
+		t.Errorf("plan.json differs across staging paths:\n%s\n%s", a.planJSON, b.planJSON)
+	}
+	if a.conf != b.conf {
+		t.Errorf("configuration.nix differs across staging paths:\n%s\n%s", a.conf, b.conf)
+	}
+	if a.nixosConf != b.nixosConf || a.drv != b.drv {
+		t.Errorf("nixos_conf or derivation differs across staging paths: %s %s vs %s %s", a.nixosConf, a.drv, b.nixosConf, b.drv)
+	}
+
 	tree := plantest.WriteTree(t, t.TempDir(), plantest.Tree{Nodes: []plantest.Node{{Name: "web1", Host: "127.0.0.1", Port: 1,
 		HostKey: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIB4inzM5jOx8xxmjhITtKFD7q0B50Pu07HOHGjAEY+JB"}}})
-	conf := func(keyPath string) string {
-		r := switchyard(t, []string{fmt.Sprintf(`DEPLOYMENT={"deployment-method":{"ssh":{"sshKeyFile":%q}}}`, keyPath)},
-			"ssh", "names", "--tree", tree)
-		wantCode(t, r, 0)
-		p, err := os.ReadFile(filepath.Join(tree, ".switchyard", "nodes", "web1", "plan.json"))
-		if err == nil && strings.Contains(string(p), keyPath) {
-			t.Errorf("plan.json holds the credential path")
-		}
-		return r.stdout
-	}
-	if a, b := conf("/run/credentials/a/key"), conf("/tmp/staging-b/key"); a != b {
-		t.Errorf("names differ across credential paths: %q vs %q", a, b)
-	}
 	for _, tc := range []struct{ deployment, path string }{
 		{`{"deployment-method":{"ssh":{"applications":{"wiki":{}}}}}`, "deployment-method.ssh.applications.wiki"},
 		{`{"deployment-method":{"tf":{}}}`, "deployment-method.tf"},
