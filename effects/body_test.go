@@ -30,6 +30,7 @@ type fakeNode struct {
 	activates   bool // the switch repoints /run/current-system
 	current     string
 	unreachable bool
+	bootInit    string // what the default boot entry starts (bootEntryScript's answer)
 	log         []string
 }
 
@@ -53,7 +54,8 @@ func loadFake(t *testing.T, scenario string) *fakeNode {
 		t.Fatal(err)
 	}
 	f := &fakeNode{toplevel: rec.Toplevel, owned: rec.Owned, wanted: rec.Wanted, switchExit: rec.SwitchExit,
-		activates: true, current: "/nix/store/00000000000000000000000000000000-nixos-system-previous"}
+		activates: true, current: "/nix/store/00000000000000000000000000000000-nixos-system-previous",
+		bootInit: rec.Toplevel + "/init"}
 	for _, s := range rec.Samples {
 		b, err := os.ReadFile(filepath.Join(dir, s.File))
 		if err != nil {
@@ -104,6 +106,8 @@ func (f *fakeNode) Run(ctx context.Context, c Command) (int, error) {
 		f.next++
 		f.mu.Unlock()
 		out.Write(s)
+	case len(c.Argv) == 3 && c.Argv[0] == "sh" && c.Argv[2] == bootEntryScript:
+		fmt.Fprintln(out, f.bootInit)
 	case strings.HasPrefix(argv, "systemd-run "):
 		if f.activates {
 			f.current = f.toplevel

@@ -21,6 +21,7 @@ type Config struct {
 	LoopingShare   float64
 	EvalCacheDir   string
 	WaitTimeout    time.Duration
+	SwitchTimeout  time.Duration
 }
 
 // Variable is one DEPLOY_* variable: its name, default, meaning and how it sets Config.
@@ -83,6 +84,15 @@ var Variables = []Variable{
 	{"DEPLOY_WAIT_TIMEOUT", "30", "seconds the wait phase waits for an unreachable node", func(c *Config, v string) (err error) {
 		c.WaitTimeout, err = parseSeconds(v)
 		return err
+	}},
+	{"DEPLOY_SWITCH_TIMEOUT", "900", "seconds the switch's transient unit may run; then it is stopped, the switch is an error and the boot entry is reverted", func(c *Config, v string) error {
+		d, err := parseSeconds(v)
+		// 0 would be systemd's "no timeout": a bound must bound.
+		if err != nil || d < time.Millisecond {
+			return fmt.Errorf("%q is not a number of seconds greater than 0", v)
+		}
+		c.SwitchTimeout = d
+		return nil
 	}},
 }
 

@@ -22,21 +22,26 @@ type run struct {
 	reasons  []string
 	phasesMS map[string]int64
 
-	toplevel    string // the generation being judged
-	previous    string // the running generation before the switch
-	running     string // the running generation after a switch that never activated
-	bootEntry   string // the boot entry before the switch
-	confirmed   bool   // /run/current-system resolved to the new toplevel
-	unchanged   bool   // the node already ran the toplevel: no switch
-	switched    bool   // the switch ran (its result was read)
-	switchUnit  string // the transient unit running the switch
-	chainDown   bool   // the chain gate did not pass: no sweep
-	samples     []verdict.Sample
-	lastReadErr error // why the last sample could not be read, if it could not
-	cycleStart  int
-	owned       map[string]bool
-	wanted      map[string]bool
-	classes     verdict.Classes
+	toplevel  string // the generation being judged
+	previous  string // the running generation before the switch
+	running   string // the running generation after a switch that never activated
+	bootEntry string // the boot entry before the switch
+	// confirmed: finalize points the system profile and the boot entry at the new
+	// toplevel: /run/current-system resolved to it after the switch, or the node
+	// already ran it with a profile or boot entry elsewhere, or the switch installed
+	// its boot entry and needs a reboot (exit 100).
+	confirmed     bool
+	unchanged     bool   // the node already ran the toplevel: no switch
+	switched      bool   // the switch ran (its result was read)
+	switchStarted bool   // systemd-run answered: the switch's unit was started
+	switchUnit    string // the transient unit running the switch
+	chainDown     bool   // the chain gate did not pass: no sweep
+	samples       []verdict.Sample
+	lastReadErr   error // why the last sample could not be read, if it could not
+	cycleStart    int
+	owned         map[string]bool
+	wanted        map[string]bool
+	classes       verdict.Classes
 }
 
 func newRun(d *Deploy) *run {
@@ -187,10 +192,11 @@ func (r *run) wait(ctx context.Context) error {
 			return stopWith(exitInfra, "%w", err)
 		}
 		last, lastErr = strings.TrimSpace(out), err
-		if err == nil {
+		// systemd answered: the node is reachable, whatever its state.
+		r.v.Reachable = err == nil && last != ""
+		if r.v.Reachable {
 			switch last {
 			case "running", "degraded", "starting":
-				r.v.Reachable = true
 				return nil
 			}
 		}
@@ -204,10 +210,23 @@ func (r *run) wait(ctx context.Context) error {
 			return stopWith(exitInfra, "%w", err)
 		}
 	}
+	if r.v.Reachable && lastErr == nil {
+		return stopWith(exitInfra, "the node answers but is not up within %s: systemd is %q%s",
+			r.cfg.WaitTimeout, last, systemStateMeaning[last])
+	}
 	if lastErr != nil {
 		return stopWith(exitInfra, "unreachable within %s: %v", r.cfg.WaitTimeout, lastErr)
 	}
 	return stopWith(exitInfra, "unreachable within %s: systemd answers %q", r.cfg.WaitTimeout, last)
+}
+
+// systemStateMeaning explains the states of systemctl is-system-running in which
+// the body does not deploy (systemctl(1)).
+var systemStateMeaning = map[string]string{
+	"maintenance":  " (rescue or emergency mode)",
+	"stopping":     " (shutting down)",
+	"initializing": " (early boot)",
+	"offline":      " (systemd is not PID 1)",
 }
 
 // 3. push the closure
@@ -251,7 +270,7 @@ func (r *run) snapshot(ctx context.Context) error {
 	if r.d.SkipUnchanged && !r.verdictOnly() && s.CurrentSystem != "" && s.CurrentSystem == r.toplevel {
 		r.unchanged = true
 		r.v.Switch.Result = "unchanged"
-		r.log("info", "%s: snapshot: already running %s: not switching", r.d.Node, r.toplevel)
+		r.checkFinalized(ctx, s.BootEntry)
 	}
 	if r.verdictOnly() {
 		if s.CurrentSystem == "" {
@@ -273,4 +292,32 @@ func (r *run) snapshot(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// checkFinalized decides, for a node already running the toplevel, whether finalize
+// must still run: "unchanged" needs the system profile and the default boot entry
+// to name the toplevel too. A node whose earlier finalize failed (or whose profile or
+// entry was moved) would otherwise boot another generation forever. The switch is
+// still skipped: the running system is right.
+func (r *run) checkFinalized(ctx context.Context, profile string) {
+	boot, err := r.readBootEntry(ctx)
+	switch {
+	case err != nil:
+		r.confirmed = true
+		r.log("warn", "%s: snapshot: already running %s: not switching; %v: finalize sets the profile and boot entry again",
+			r.d.Node, r.toplevel, err)
+	case profile != r.toplevel || boot != r.toplevel:
+		r.confirmed = true
+		r.log("info", "%s: snapshot: already running %s: not switching; but the system profile is %s and the boot entry boots %s: finalize points them at it",
+			r.d.Node, r.toplevel, orNone(profile), orNone(boot))
+	default:
+		r.log("info", "%s: snapshot: already running %s: not switching", r.d.Node, r.toplevel)
+	}
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "<none>"
+	}
+	return s
 }

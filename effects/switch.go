@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -12,10 +13,17 @@ import (
 // switchArgv starts switch-to-configuration as a transient unit, so a dropped
 // connection does not kill it and its exit status can be read after a reconnect.
 // RemainAfterExit keeps the unit (and its status) loaded until switchyard reads it.
-func switchArgv(unit, toplevel string, runtimeArgs []string) []string {
+//
+// The unit is bounded by TimeoutStartSec=: systemd.service(5) gives RuntimeMaxSec=
+// no effect on Type=oneshot, and a oneshot's start has no timeout by default, so
+// only TimeoutStartSec= stops a hung activation (the unit then fails with
+// Result=timeout and its processes are killed). It comes after the transport's own
+// arguments, so DEPLOY_SWITCH_TIMEOUT is the bound whatever they say.
+func switchArgv(unit, toplevel string, timeout time.Duration, transportArgs []string) []string {
 	argv := []string{"systemd-run", "--unit=" + unit, "--description=switchyard: switch to " + toplevel,
 		"--service-type=oneshot", "--property=RemainAfterExit=yes", "--no-block", "--quiet"}
-	argv = append(argv, runtimeArgs...)
+	argv = append(argv, transportArgs...)
+	argv = append(argv, "--property=TimeoutStartSec="+strconv.FormatInt(timeout.Milliseconds(), 10)+"ms")
 	return append(argv, "--", toplevel+"/bin/switch-to-configuration", "switch")
 }
 
@@ -38,16 +46,22 @@ func switchOutcome(code int) string {
 }
 
 const (
-	// switchLimit bounds how long the body waits for the switch to finish.
-	switchLimit = 30 * time.Minute
-	// reconnectLimit bounds how long the node may stay unreachable while the switch runs.
+	// switchStopGrace is how long past DEPLOY_SWITCH_TIMEOUT the body waits for
+	// systemd to stop the unit (SIGTERM, then SIGKILL after TimeoutStopSec=, 90 s by
+	// default) before it stops the unit itself.
+	switchStopGrace = 3 * time.Minute
+	// reconnectLimit bounds how long the node may stay unreachable while the switch
+	// runs and right after it (the activation may restart sshd or the network).
 	reconnectLimit = 2 * time.Minute
 )
 
 // 6. switch
 func (r *run) doSwitch(ctx context.Context) error {
 	r.switchUnit = fmt.Sprintf("switchyard-switch-%d", time.Now().UnixNano())
-	out, err := r.execCheck(ctx, switchArgv(r.switchUnit, r.toplevel, r.d.Transport.SwitchRuntimeMaxArgs())...)
+	// From here on the switch may run: until its result is read it is an error,
+	// never "skipped" (that is the verdict-only pass). -1: no exit status read.
+	r.v.Switch.Result, r.v.Switch.ExitCode = "error", -1
+	_, err := r.execCheck(ctx, switchArgv(r.switchUnit, r.toplevel, r.cfg.SwitchTimeout, r.d.Transport.SwitchRuntimeMaxArgs())...)
 	if err != nil && !errors.Is(err, ErrUnreachable) {
 		return stopWith(exitInfra, "starting the switch: %w", err)
 	}
@@ -55,42 +69,68 @@ func (r *run) doSwitch(ctx context.Context) error {
 		// The unit may have started before the connection dropped: the result
 		// phase finds out.
 		r.log("warn", "%s: switch: %v (will read the result after reconnecting)", r.d.Node, err)
+		return nil
 	}
-	_ = out
+	r.switchStarted = true
 	return nil
 }
 
 // 7. read the switch result
 func (r *run) switchResult(ctx context.Context) error {
-	deadline := time.Now().Add(switchLimit)
+	deadline := time.Now().Add(r.cfg.SwitchTimeout + switchStopGrace)
+	poll := 250 * time.Millisecond
+	for {
+		out, err := r.untilReachable(ctx, "reading the switch result", switchStatusArgv(r.switchUnit))
+		if err != nil {
+			return stopWith(exitInfra, "%w", err)
+		}
+		props := parseProps(out)
+		switch {
+		case props["LoadState"] == "not-found" && r.switchStarted:
+			return stopWith(exitInfra, "the switch unit %s is gone before its result was read", r.switchUnit)
+		case props["LoadState"] == "not-found":
+			return stopWith(exitInfra, "the switch unit %s never started", r.switchUnit)
+		case props["ActiveState"] == "active" || props["ActiveState"] == "failed" ||
+			(props["ActiveState"] == "inactive" && props["ExecMainCode"] != "0"):
+			return r.recordSwitch(ctx, props)
+		}
+		if time.Now().After(deadline) {
+			// systemd did not stop it at the bound: stop it here, so no switch is
+			// left running behind the verdict.
+			r.log("error", "%s: switch: still running %s after DEPLOY_SWITCH_TIMEOUT (%s): stopping it",
+				r.d.Node, switchStopGrace, r.cfg.SwitchTimeout)
+			_, _, _ = r.exec(ctx, "systemctl", "kill", "--signal=SIGKILL", "--", r.switchUnit)
+			r.unloadSwitch(ctx)
+			r.switched = true
+			return nil
+		}
+		if err := sleep(ctx, poll); err != nil {
+			return stopWith(exitInfra, "%w", err)
+		}
+		poll = min(poll*2, 2*time.Second)
+	}
+}
+
+// untilReachable runs argv, retrying while the node is unreachable (a switch may
+// restart sshd or the network under the connection), for up to reconnectLimit of
+// unreachability, with a growing pause.
+func (r *run) untilReachable(ctx context.Context, what string, argv []string) (string, error) {
 	lastSeen := time.Now()
 	backoff := 250 * time.Millisecond
 	for {
-		out, err := r.execCheck(ctx, switchStatusArgv(r.switchUnit)...)
-		if err == nil {
-			lastSeen = time.Now()
-			backoff = 250 * time.Millisecond
-			props := parseProps(out)
-			switch {
-			case props["LoadState"] == "not-found":
-				return stopWith(exitInfra, "the switch unit %s never started", r.switchUnit)
-			case props["ActiveState"] == "active" || props["ActiveState"] == "failed" ||
-				(props["ActiveState"] == "inactive" && props["ExecMainCode"] != "0"):
-				return r.recordSwitch(ctx, props)
-			}
-		} else if !errors.Is(err, ErrUnreachable) {
-			return stopWith(exitInfra, "reading the switch result: %w", err)
-		} else if time.Since(lastSeen) > reconnectLimit {
-			return stopWith(exitInfra, "node unreachable for %s during the switch: %w", reconnectLimit, err)
-		} else {
-			backoff = min(backoff*2, 5*time.Second)
-		}
-		if time.Now().After(deadline) {
-			return stopWith(exitInfra, "the switch did not finish within %s", switchLimit)
+		out, err := r.execCheck(ctx, argv...)
+		switch {
+		case err == nil:
+			return out, nil
+		case !errors.Is(err, ErrUnreachable):
+			return "", fmt.Errorf("%s: %w", what, err)
+		case time.Since(lastSeen) > reconnectLimit:
+			return "", fmt.Errorf("%s: node unreachable for %s: %w", what, reconnectLimit, err)
 		}
 		if err := sleep(ctx, backoff); err != nil {
-			return stopWith(exitInfra, "%w", err)
+			return "", fmt.Errorf("%s: %w", what, err)
 		}
+		backoff = min(backoff*2, 5*time.Second)
 	}
 }
 
@@ -102,7 +142,11 @@ func (r *run) recordSwitch(ctx context.Context, props map[string]string) error {
 	}
 	r.v.Switch.ExitCode = code
 	r.v.Switch.Result = switchOutcome(code)
-	if code == -1 {
+	switch {
+	case props["Result"] == "timeout":
+		r.log("error", "%s: switch: switch-to-configuration ran past DEPLOY_SWITCH_TIMEOUT (%s): systemd stopped it",
+			r.d.Node, r.cfg.SwitchTimeout)
+	case code == -1:
 		r.log("error", "%s: switch: switch-to-configuration did not exit (result %s, signal %s)",
 			r.d.Node, props["Result"], props["ExecMainStatus"])
 	}
@@ -116,17 +160,22 @@ func (r *run) recordSwitch(ctx context.Context, props map[string]string) error {
 			}
 		}
 	}
-	// The unit stays loaded for us (RemainAfterExit); unload it now.
+	r.unloadSwitch(ctx)
+	return nil
+}
+
+// unloadSwitch removes the transient unit: it stays loaded for us (RemainAfterExit,
+// or failed) until stopped and reset.
+func (r *run) unloadSwitch(ctx context.Context) {
 	_, _, _ = r.exec(ctx, "systemctl", "stop", "--", r.switchUnit)
 	_, _, _ = r.exec(ctx, "systemctl", "reset-failed", "--", r.switchUnit)
-	return nil
 }
 
 // 8. never-confirmed check
 func (r *run) confirm(ctx context.Context) error {
-	out, err := r.execCheck(ctx, "readlink", "-f", "/run/current-system")
+	out, err := r.untilReachable(ctx, "reading /run/current-system", []string{"readlink", "-f", "/run/current-system"})
 	if err != nil {
-		return stopWith(exitInfra, "reading /run/current-system: %w", err)
+		return stopWith(exitInfra, "%w", err)
 	}
 	cur := strings.TrimSpace(out)
 	if cur == r.toplevel {
@@ -134,14 +183,78 @@ func (r *run) confirm(ctx context.Context) error {
 		return nil
 	}
 	r.running = cur
+	newTop := r.toplevel
+	// Judge the node as it runs.
+	r.toplevel = cur
+	switch r.v.Switch.Result {
+	case "reboot-needed":
+		// switch-to-configuration installed the new boot entry and did not activate
+		// (the init's interface changed): the node runs the new generation once it
+		// reboots. Finalize sets the profile and keeps that entry.
+		r.confirmed = true
+		r.log("warn", "%s: confirm: the node must reboot to run %s (switch-to-configuration exit 100: its init is incompatible with the running one); it runs %s until then",
+			r.d.Node, newTop, cur)
+		return nil
+	case "error":
+		r.revertBoot(ctx)
+		return failWith(exitVerdict, "the switch failed and the node still runs %q; boot entry reverted to it", cur)
+	}
 	r.v.Switch.Result = "never-confirmed"
+	r.revertBoot(ctx)
+	return failWith(exitVerdict, "the switch never activated: /run/current-system is %q, not the new toplevel; boot entry reverted to the running generation", cur)
+}
+
+// revertBoot points the boot entry back at the running generation; a failure
+// raises the node to exit 3.
+func (r *run) revertBoot(ctx context.Context) {
 	if err := r.d.Transport.RevertBootloader(ctx); err != nil {
 		r.raise(exitInfra, "confirm: reverting the boot entry: "+err.Error())
 		r.log("error", "%s: confirm: reverting the boot entry: %v", r.d.Node, err)
 	}
-	// Judge the node as it runs.
-	r.toplevel = cur
-	return failWith(exitVerdict, "the switch never activated: /run/current-system is %q, not the new toplevel; boot entry reverted to the running generation", cur)
+}
+
+// bootEntryScript prints what the node's default boot entry starts, read from the
+// boot loader NixOS installed (a fixed script, no input): systemd-boot's loader.conf
+// "default" entry and its "options init=" (systemd-boot-builder.py), extlinux's
+// DEFAULT label and its "APPEND init=" (extlinux-conf-builder.sh), or a container's
+// /sbin/init (lxc-container.nix). It prints nothing when the node has none of them.
+const bootEntryScript = `set -e
+if [ -f /boot/loader/loader.conf ]; then
+	entry=$(awk '$1 == "default" { d = $2 } END { print d }' /boot/loader/loader.conf)
+	case $entry in
+	"") exit 0 ;;
+	*.conf) ;;
+	*) entry=$entry.conf ;;
+	esac
+	awk '$1 == "options" { for (i = 2; i <= NF; i++) if ($i ~ /^init=/) { print substr($i, 6); exit } }' "/boot/loader/entries/$entry"
+elif [ -f /boot/extlinux/extlinux.conf ]; then
+	awk 'toupper($1) == "DEFAULT" { d = $2 } toupper($1) == "LABEL" { l = $2 }
+		toupper($1) == "APPEND" { for (i = 2; i <= NF; i++) if ($i ~ /^init=/) a[l] = substr($i, 6) }
+		END { print a[d] }' /boot/extlinux/extlinux.conf
+elif [ -L /sbin/init ]; then
+	readlink -f /sbin/init
+fi
+`
+
+// bootToplevel is the toplevel a boot entry's init belongs to: <toplevel>/init, or
+// <toplevel>/prepare-root under a systemd initrd; "" for anything else (no NixOS
+// entry, e.g. a distribution's own /sbin/init).
+func bootToplevel(init string) string {
+	dir, name := path.Split(strings.TrimSpace(init))
+	dir = strings.TrimSuffix(dir, "/")
+	if !strings.HasPrefix(dir, "/nix/store/") || (name != "init" && name != "prepare-root") {
+		return ""
+	}
+	return dir
+}
+
+// readBootEntry reads the toplevel the node's default boot entry boots.
+func (r *run) readBootEntry(ctx context.Context) (string, error) {
+	out, err := r.execCheck(ctx, "sh", "-c", bootEntryScript)
+	if err != nil {
+		return "", fmt.Errorf("reading the boot entry: %w", err)
+	}
+	return bootToplevel(out), nil
 }
 
 // parseProps reads systemctl show's KEY=VALUE lines.

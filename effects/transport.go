@@ -32,8 +32,10 @@ type Transport interface {
 	// CopyClosure makes the store paths and their closures valid on the node,
 	// sending only what is missing.
 	CopyClosure(ctx context.Context, paths []string) error
-	// SwitchRuntimeMaxArgs are systemd-run arguments that bound the switch's
-	// transient unit, e.g. "--property=RuntimeMaxSec=900".
+	// SwitchRuntimeMaxArgs are extra systemd-run options for the switch's transient
+	// unit (the shell transport's switch_runtime_max_args hook), e.g.
+	// "--property=CPUQuota=50%". The bound is the body's: DEPLOY_SWITCH_TIMEOUT, as
+	// TimeoutStartSec= after these (RuntimeMaxSec= does not bound a oneshot).
 	SwitchRuntimeMaxArgs() []string
 	// FinalizeBootloader points the system profile and the default boot entry at toplevel.
 	FinalizeBootloader(ctx context.Context, toplevel string) error

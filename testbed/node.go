@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/switchyard-nix/switchyard/transports/incus/api"
 )
 
 // Node is one launched test node. It is deleted when its test ends.
@@ -70,13 +72,9 @@ func (b *Bed) Launch(ctx context.Context, label, dir string) (*Node, error) {
 		b.KeyFile+".pub", n.Name+"/root/.ssh/authorized_keys"); err != nil {
 		return n, fmt.Errorf("install client key: %w (%d bytes)", err, len(pub))
 	}
-	// The incus CLI under load has given an empty stdout for a command that printed:
-	// a key file that reads empty is read again (the node generated it at boot).
-	var hostKey string
-	for attempt := 0; attempt < 3 && strings.TrimSpace(hostKey) == ""; attempt++ {
-		if hostKey, err = n.Exec(ctx, "cat", "/etc/ssh/ssh_host_ed25519_key.pub"); err != nil {
-			return n, fmt.Errorf("read host key: %w", err)
-		}
+	hostKey, err := n.Exec(ctx, "cat", "/etc/ssh/ssh_host_ed25519_key.pub")
+	if err != nil {
+		return n, fmt.Errorf("read host key: %w", err)
 	}
 	fields := strings.Fields(hostKey)
 	if len(fields) < 2 {
@@ -166,10 +164,37 @@ func (n *Node) waitSSH(ctx context.Context) error {
 	return fmt.Errorf("ssh to %s never answered: %v", n.Name, lastErr)
 }
 
-// Exec runs argv on the node through Incus (no SSH, no shell) and returns stdout.
+// Exec runs argv on the node through Incus (no SSH, no shell) and returns stdout;
+// a non-zero exit is an *ExitError. It talks to the local daemon's API with our own
+// client (transports/incus/api), not through the incus CLI: under load the CLI has
+// returned an empty stdout for a command that printed (its websocket reader stops at
+// a pong it cannot write, before the buffered output; api's tolerateLatePong).
 func (n *Node) Exec(ctx context.Context, argv ...string) (string, error) {
-	return incus(ctx, append([]string{"exec", n.Name, "--"}, argv...)...)
+	var stdout, stderr bytes.Buffer
+	code, err := n.bed.api.Exec(ctx, n.Name, "", api.ExecRequest{Command: argv}, nil, &stdout, &stderr)
+	if err != nil {
+		return stdout.String(), fmt.Errorf("incus exec %s %v: %w", n.Name, argv, err)
+	}
+	if code != 0 {
+		return stdout.String(), &ExitError{Node: n.Name, Argv: argv, Code: code, Stderr: strings.TrimSpace(stderr.String())}
+	}
+	return stdout.String(), nil
 }
+
+// ExitError is a command that ran on a node and exited non-zero.
+type ExitError struct {
+	Node   string
+	Argv   []string
+	Code   int
+	Stderr string // its stderr, trimmed
+}
+
+func (e *ExitError) Error() string {
+	return fmt.Sprintf("incus exec %s %v: exit status %d: %s", e.Node, e.Argv, e.Code, e.Stderr)
+}
+
+// ExitCode is the command's exit status.
+func (e *ExitError) ExitCode() int { return e.Code }
 
 // MustExec is Exec that fails the test on error.
 func (n *Node) MustExec(t testing.TB, argv ...string) string {
@@ -281,20 +306,16 @@ func (n *Node) Readlink(t testing.TB, path string) string {
 	defer cancel()
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {
-		var stdout, stderr bytes.Buffer
-		cmd := exec.CommandContext(ctx, "incus", "exec", n.Name, "--", "readlink", "-e", path)
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		err = cmd.Run()
-		var ee *exec.ExitError
+		var out string
+		out, err = n.Exec(ctx, "readlink", "-e", path)
+		var ee *ExitError
 		switch {
 		case err == nil:
-			return strings.TrimSpace(stdout.String())
-		case errors.As(err, &ee) && ee.ExitCode() == 1 && stderr.Len() == 0:
+			return strings.TrimSpace(out)
+		case errors.As(err, &ee) && ee.Code == 1 && ee.Stderr == "":
 			return "" // readlink's own, silent answer: no such link, or it dangles
 		}
-		// The exec itself failed (the incus client also exits 1, saying why on
-		// stderr): ask again, and say so.
-		err = fmt.Errorf("%w: %s", err, bytes.TrimSpace(stderr.Bytes()))
+		// The exec itself failed, or readlink said why: ask again, and say so.
 		t.Logf("%s: readlink %s: %v", n.Name, path, err)
 		time.Sleep(time.Second)
 	}

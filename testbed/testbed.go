@@ -22,6 +22,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/switchyard-nix/switchyard/transports/incus/api"
 )
 
 // Bed is a started test bed: incusd answering and the node image imported.
@@ -29,6 +31,8 @@ type Bed struct {
 	Image   string // Incus image alias of the node image
 	Root    string // repository root
 	KeyFile string // the client SSH private key every node trusts
+
+	api *api.Client // the local daemon's API ($INCUS_DIR, as the incus CLI)
 }
 
 var (
@@ -97,7 +101,7 @@ func Open() (*Bed, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Bed{Image: image, Root: root, KeyFile: key}, nil
+	return &Bed{Image: image, Root: root, KeyFile: key, api: api.New("")}, nil
 }
 
 // imageAlias is the alias setup.sh gives the image built from the current recipe.

@@ -120,6 +120,9 @@ func switchText(s Switch) string {
 		return "not run"
 	case SwitchSkipped, SwitchUnchanged:
 		return s.Result
+	case SwitchRebootNeeded:
+		// The new boot entry is installed but not running: the operator must act.
+		return fmt.Sprintf("%s (exit %d): the node must reboot to run the new generation", s.Result, s.ExitCode)
 	}
 	return fmt.Sprintf("%s (exit %d)", s.Result, s.ExitCode)
 }

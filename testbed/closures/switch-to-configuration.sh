@@ -1,10 +1,19 @@
 #!/bin/sh
 # Test fixture: emulates NixOS's switch-to-configuration on a Debian test node, for
 # exactly what switchyard's verdict depends on. It is not NixOS's script:
-#   - "boot"/"switch": install the boot entry: the marker /boot/switchyard-default
-#     pointing at the toplevel and, on a node with extlinux (the VM tier:
-#     /boot/extlinux/extlinux.conf exists), a real extlinux.conf written the way
-#     nixpkgs' extlinux-conf-builder.sh writes it
+#   - "boot"/"switch": install the boot entry, as NixOS's boot loader installers do:
+#     in a container (systemd-detect-virt --container) /sbin/init -> <toplevel>/init
+#     (nixpkgs' lxc-container.nix installBootLoader); on a node with extlinux (the VM
+#     tier: /boot/extlinux/extlinux.conf exists) a real extlinux.conf written the way
+#     extlinux-conf-builder.sh writes it; on a node with systemd-boot
+#     (/boot/loader/loader.conf exists) one /boot/loader/entries/nixos-generation-N.conf
+#     per system-profile generation (options init=<toplevel>/init ...) and loader.conf's
+#     "default" naming the generation that is this toplevel, as systemd-boot-builder.py
+#     does; and the test marker /boot/switchyard-default, which no switchyard code reads
+#   - like NixOS's script, "switch" installs the boot entry, then compares
+#     <toplevel>/init-interface-version with /run/current-system's (a missing file reads
+#     as empty here; NixOS requires the new one) and exits 100 without activating when
+#     they differ: the new entry stays installed and the node needs a reboot
 #   - "switch"/"test": point /run/current-system at the toplevel, install the closure's
 #     units under /etc/systemd/system (removing the previous generation's), daemon-reload,
 #     start the wanted units (restart the changed ones, and the units named in
@@ -16,8 +25,9 @@
 #     like a switch that never activated; with etc/switchyard-test/bootloader-first too,
 #     "switch" and "boot" install the boot entry first, as NixOS's script does before
 #     it activates, so the never-activated generation is what the node would boot
-#   - etc/switchyard-test/switch-delay holds seconds to sleep before activating, so a
-#     test can cut the connection while the switch runs
+#   - etc/switchyard-test/switch-delay holds seconds to sleep after the boot entry is
+#     installed and before activating (NixOS's slow activation), so a test can cut the
+#     connection while the switch runs, or hang the switch past its bound
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd -P)
 action=${1:-}
@@ -55,10 +65,47 @@ extlinux_entry() {
 	echo "  APPEND init=$path/init $(cat "$path/kernel-params")"
 }
 
-# install_bootloader points the boot entry at this toplevel: DEFAULT is this toplevel,
-# then one entry per system-profile generation, newest first.
+# systemd_boot writes systemd-boot's entries (systemd-boot-builder.py): one
+# nixos-generation-N.conf per system-profile generation and loader.conf's default naming
+# the generation that is this toplevel (left as it is when none is: the builder only
+# moves the default to a generation of the profile).
+systemd_boot() {
+	loader=/boot/loader
+	mkdir -p "$loader/entries" || return 1
+	default=""
+	for gen in $( (cd "$profiles" 2>/dev/null && ls -d system-*-link 2>/dev/null) |
+		sed 's/system-\([0-9]\{1,\}\)-link/\1/' | sort -n -r | head -n "$generations"); do
+		path=$(readlink -f "$profiles/system-$gen-link")
+		{
+			echo "title NixOS"
+			echo "version Generation $gen $(cat "$path/nixos-version" 2>/dev/null)"
+			echo "linux $(readlink -f "$path/kernel")"
+			echo "initrd $(readlink -f "$path/initrd")"
+			echo "options init=$path/init $(cat "$path/kernel-params" 2>/dev/null)"
+			echo "sort-key nixos"
+		} >"$loader/entries/nixos-generation-$gen.conf.tmp" &&
+			mv -f "$loader/entries/nixos-generation-$gen.conf.tmp" "$loader/entries/nixos-generation-$gen.conf" || return 1
+		[ -z "$default" ] && [ "$path" = "$top" ] && default=nixos-generation-$gen.conf
+	done
+	[ -n "$default" ] || return 0
+	printf 'timeout 5\ndefault %s\nconsole-mode keep\n' "$default" >"$loader/loader.conf.tmp" &&
+		mv -f "$loader/loader.conf.tmp" "$loader/loader.conf"
+}
+
+# install_bootloader points the boot entry at this toplevel, with the boot loader the
+# node has; extlinux: DEFAULT is this toplevel, then one entry per system-profile
+# generation, newest first.
 install_bootloader() {
 	mkdir -p /boot && ln -sfn "$top" /boot/switchyard-default || return 1
+	if systemd-detect-virt --container --quiet; then
+		ln -sfn "$top/init" /sbin/init || return 1
+	fi
+	if [ -f /boot/loader/loader.conf ]; then
+		systemd_boot || {
+			echo "switch-to-configuration: (fixture) could not write the systemd-boot entries" >&2
+			return 1
+		}
+	fi
 	conf=/boot/extlinux/extlinux.conf
 	[ -f "$conf" ] || return 0
 	tmp=$conf.tmp.$$
@@ -139,13 +186,20 @@ if [ -e "$top/etc/switchyard-test/never-activate" ]; then
 	echo "switch-to-configuration: (fixture) not activating $top" >&2
 	exit 0
 fi
-if [ "$action" = switch ] && [ -f "$top/etc/switchyard-test/switch-delay" ]; then
-	sleep "$(cat "$top/etc/switchyard-test/switch-delay")"
-fi
 if [ "$action" = boot ] || [ "$action" = switch ]; then
 	install_bootloader || exit 1
 fi
 [ "$action" = boot ] && exit 0
+
+# NixOS's check before activating: an init that is incompatible with the running one
+# needs a reboot.
+if [ "$(cat /run/current-system/init-interface-version 2>/dev/null)" != "$(cat "$top/init-interface-version" 2>/dev/null)" ]; then
+	echo "Warning: the new NixOS configuration has an 'init' that is incompatible with the current configuration. The new configuration won't take effect until you reboot the system." >&2
+	exit 100
+fi
+if [ "$action" = switch ] && [ -f "$top/etc/switchyard-test/switch-delay" ]; then
+	sleep "$(cat "$top/etc/switchyard-test/switch-delay")"
+fi
 
 ln -sfn "$top" /run/current-system
 install_units live

@@ -2,4 +2,22 @@
 # Imported by default.nix; `toplevel`, `service`, `payload` and `hello` are its builders.
 { toplevel, service, payload, hello }:
 {
+  # Healthy, but its init is incompatible with the running one (another
+  # init-interface-version): switch-to-configuration installs the boot entry, then exits
+  # 100 without activating, as NixOS's does when systemd's interface changed.
+  needs-reboot = toplevel {
+    name = "needs-reboot";
+    units."hello.service" = hello;
+    wants."multi-user.target" = [ "hello.service" ];
+    files."init-interface-version" = "systemd switchyard-test-next";
+  };
+
+  # Healthy, but the switch installs the boot entry and then hangs (an hour) before it
+  # activates: only the switch's bound (DEPLOY_SWITCH_TIMEOUT) ends it.
+  hung-switch = toplevel {
+    name = "hung-switch";
+    units."hello.service" = hello;
+    wants."multi-user.target" = [ "hello.service" ];
+    files."etc/switchyard-test/switch-delay" = "3600";
+  };
 }

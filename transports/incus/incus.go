@@ -5,10 +5,8 @@ package incus
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/switchyard-nix/switchyard/effects"
 	"github.com/switchyard-nix/switchyard/transports/incus/api"
@@ -18,9 +16,8 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultProject          = api.DefaultProject
-	DefaultSocket           = api.DefaultSocket
-	DefaultSwitchRuntimeMax = 900 * time.Second
+	DefaultProject = api.DefaultProject
+	DefaultSocket  = api.DefaultSocket
 )
 
 // Config says how to reach one instance through an Incus daemon.
@@ -37,8 +34,6 @@ type Config struct {
 	// when INCUS_DIR is set, else /var/lib/incus/unix.socket. Only without a
 	// Remote.
 	Socket string
-	// SwitchRuntimeMax bounds the switch's transient unit; default 900 s.
-	SwitchRuntimeMax time.Duration
 }
 
 // Transport reaches one Incus instance through the daemon's REST API: every
@@ -73,9 +68,6 @@ func New(cfg Config) (*Transport, error) {
 		if err := checkName("project", cfg.Project); err != nil {
 			return nil, err
 		}
-	}
-	if cfg.SwitchRuntimeMax <= 0 {
-		cfg.SwitchRuntimeMax = DefaultSwitchRuntimeMax
 	}
 	if isLocal(cfg.Remote) {
 		cfg.Remote = ""
@@ -151,11 +143,9 @@ func (t *Transport) Target() string {
 	return "incus " + t.cfg.Project + "/" + t.cfg.Instance
 }
 
-// SwitchRuntimeMaxArgs bounds the switch's transient unit by Config.SwitchRuntimeMax.
-func (t *Transport) SwitchRuntimeMaxArgs() []string {
-	secs := int64((t.cfg.SwitchRuntimeMax + time.Second - 1) / time.Second)
-	return []string{"--property=RuntimeMaxSec=" + strconv.FormatInt(secs, 10)}
-}
+// SwitchRuntimeMaxArgs adds nothing: the body bounds the switch's unit by
+// DEPLOY_SWITCH_TIMEOUT (TimeoutStartSec=), the same over every transport.
+func (t *Transport) SwitchRuntimeMaxArgs() []string { return nil }
 
 // Close releases the idle connections to the daemon. Later Runs fail.
 func (t *Transport) Close() error {

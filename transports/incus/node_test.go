@@ -44,9 +44,6 @@ func TestConfig(t *testing.T) {
 	if tr.cfg.Socket != "/srv/incus/unix.socket" {
 		t.Errorf("socket %q", tr.cfg.Socket)
 	}
-	if got := tr.SwitchRuntimeMaxArgs(); len(got) != 1 || got[0] != "--property=RuntimeMaxSec=900" {
-		t.Errorf("SwitchRuntimeMaxArgs %q", got)
-	}
 	tr, err = New(Config{Instance: "web1", Project: "tenant-a", Socket: "/run/x.socket"})
 	if err != nil || tr.Target() != "incus tenant-a/web1" || tr.cfg.Socket != "/run/x.socket" {
 		t.Errorf("project tenant-a: %v %q", err, tr.Target())

@@ -9,7 +9,7 @@
 //	target                    print the node's printable name on stdout (one line)
 //	remote_exec ARGV...       run ARGV on the node with root rights
 //	copy_closure PATH...      make the store paths and their closures valid on the node
-//	switch_runtime_max_args   print the systemd-run arguments bounding the switch, one per line
+//	switch_runtime_max_args   print extra systemd-run arguments for the switch's unit, one per line
 //	finalize_bootloader TOP   point the system profile and the default boot entry at TOP
 //	revert_bootloader         point the default boot entry back at the running generation
 //
@@ -44,8 +44,10 @@
 // last line of its stderr (remote_exec's status is returned as the command's
 // instead). The output of target is cached after its first success. When target or
 // switch_runtime_max_args fail (their Go methods return no error), Target falls back
-// to "shell <prologue file name>" and SwitchRuntimeMaxArgs to
-// --property=RuntimeMaxSec=900, so the switch stays bounded.
+// to "shell <prologue file name>" and SwitchRuntimeMaxArgs to no arguments. The
+// switch is bounded by the body whatever the hook prints: DEPLOY_SWITCH_TIMEOUT
+// becomes TimeoutStartSec= after the hook's arguments (a oneshot unit ignores
+// RuntimeMaxSec=).
 //
 // Cancelling a hook's context sends SIGINT to the hook's process group (each call
 // runs in its own), then SIGKILL to the group when it has not ended after a grace
@@ -69,15 +71,14 @@ import (
 
 // The hooks a prologue defines, in SPEC 5's order.
 const (
-	HookTarget                 = "target"
-	HookRemoteExec             = "remote_exec"
-	HookCopyClosure            = "copy_closure"
-	HookSwitchRuntimeMaxArgs   = "switch_runtime_max_args"
-	HookFinalizeBootloader     = "finalize_bootloader"
-	HookRevertBootloader       = "revert_bootloader"
-	DefaultShell               = "bash"
-	RemotePathVar              = "SWITCHYARD_REMOTE_PATH"
-	defaultSwitchRuntimeMaxArg = "--property=RuntimeMaxSec=900"
+	HookTarget               = "target"
+	HookRemoteExec           = "remote_exec"
+	HookCopyClosure          = "copy_closure"
+	HookSwitchRuntimeMaxArgs = "switch_runtime_max_args"
+	HookFinalizeBootloader   = "finalize_bootloader"
+	HookRevertBootloader     = "revert_bootloader"
+	DefaultShell             = "bash"
+	RemotePathVar            = "SWITCHYARD_REMOTE_PATH"
 )
 
 // Hooks lists every hook a prologue must define.
@@ -201,14 +202,14 @@ func (t *Transport) Target() string {
 
 // SwitchRuntimeMaxArgs are the lines switch_runtime_max_args prints (empty lines
 // dropped). When the hook fails, or its first argument is not an option (systemd-run
-// would run it as the command), the switch is bounded by RuntimeMaxSec=900.
+// would run it as the command), there are none: the body's bound still applies.
 func (t *Transport) SwitchRuntimeMaxArgs() []string {
 	ctx, cancel := context.WithTimeout(context.Background(), localHookTimeout)
 	defer cancel()
 	out, err := t.output(ctx, HookSwitchRuntimeMaxArgs)
 	args := parseLines(out)
 	if err != nil || (len(args) > 0 && !strings.HasPrefix(args[0], "-")) {
-		return []string{defaultSwitchRuntimeMaxArg}
+		return nil
 	}
 	return args
 }

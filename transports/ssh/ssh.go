@@ -26,7 +26,6 @@ const (
 	DefaultPort              = 22
 	DefaultDialTimeout       = 15 * time.Second
 	DefaultKeepalive         = 15 * time.Second
-	DefaultSwitchRuntimeMax  = 900 * time.Second
 	defaultKnownHostsSubpath = ".ssh/known_hosts"
 )
 
@@ -67,8 +66,6 @@ type Config struct {
 	// Keepalive is the interval of keepalive@openssh.com requests that detect a
 	// dead connection; default 15 s.
 	Keepalive time.Duration
-	// SwitchRuntimeMax bounds the switch's transient unit; default 900 s.
-	SwitchRuntimeMax time.Duration
 }
 
 // Transport reaches one node over SSH. It connects on the first Run and keeps one
@@ -106,9 +103,6 @@ func New(cfg Config) (*Transport, error) {
 	}
 	if cfg.Keepalive <= 0 {
 		cfg.Keepalive = DefaultKeepalive
-	}
-	if cfg.SwitchRuntimeMax <= 0 {
-		cfg.SwitchRuntimeMax = DefaultSwitchRuntimeMax
 	}
 	if cfg.User != "" {
 		if err := checkUser(cfg.User); err != nil {
@@ -266,11 +260,9 @@ func (t *Transport) Target() string {
 	return "ssh " + t.cfg.User + "@" + t.addr
 }
 
-// SwitchRuntimeMaxArgs bounds the switch's transient unit by Config.SwitchRuntimeMax.
-func (t *Transport) SwitchRuntimeMaxArgs() []string {
-	secs := int64((t.cfg.SwitchRuntimeMax + time.Second - 1) / time.Second)
-	return []string{"--property=RuntimeMaxSec=" + strconv.FormatInt(secs, 10)}
-}
+// SwitchRuntimeMaxArgs adds nothing: the body bounds the switch's unit by
+// DEPLOY_SWITCH_TIMEOUT (TimeoutStartSec=), the same over every transport.
+func (t *Transport) SwitchRuntimeMaxArgs() []string { return nil }
 
 // Close releases the connection (and the jump hosts' connections). Later Runs fail.
 func (t *Transport) Close() error {

@@ -53,18 +53,12 @@ func TestNewDefaults(t *testing.T) {
 	if got, want := tr.Target(), "ssh root@192.0.2.10:22"; got != want {
 		t.Errorf("Target() = %q, want %q", got, want)
 	}
-	if got := tr.SwitchRuntimeMaxArgs(); len(got) != 1 || got[0] != "--property=RuntimeMaxSec=900" {
-		t.Errorf("SwitchRuntimeMaxArgs() = %q", got)
-	}
-	tr6, err := ssh.New(ssh.Config{User: "deploy", Host: "2001:db8::1", Port: 2222, SwitchRuntimeMax: 90e9, KnownHostsFile: "/x"})
+	tr6, err := ssh.New(ssh.Config{User: "deploy", Host: "2001:db8::1", Port: 2222, KnownHostsFile: "/x"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got, want := tr6.Target(), "ssh deploy@[2001:db8::1]:2222"; got != want {
 		t.Errorf("Target() = %q, want %q", got, want)
-	}
-	if got := tr6.SwitchRuntimeMaxArgs(); got[0] != "--property=RuntimeMaxSec=90" {
-		t.Errorf("SwitchRuntimeMaxArgs() = %q", got)
 	}
 	for name, cfg := range map[string]ssh.Config{
 		"no host":        {},

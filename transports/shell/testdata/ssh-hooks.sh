@@ -52,8 +52,9 @@ copy_closure() {
 	NIX_SSHOPTS="${sy_opts[*]}" nix-copy-closure --to root@127.0.0.1 "$@"
 }
 
+# No extra systemd-run arguments: switchyard bounds the switch itself (DEPLOY_SWITCH_TIMEOUT).
 switch_runtime_max_args() {
-	printf '%s\n' --property=RuntimeMaxSec=900
+	:
 }
 
 # finalize_bootloader TOPLEVEL: the system profile, then the toplevel's own boot entry.

@@ -1,0 +1,249 @@
+package main_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchyard-nix/switchyard/testbed"
+)
+
+// switchUnits lists the switchyard-switch-* units systemd still knows on the node.
+func switchUnits(t *testing.T, node *testbed.Node) []string {
+	t.Helper()
+	out := node.MustExec(t, "systemctl", "list-units", "--all", "--plain", "--no-legend", "switchyard-switch-*")
+	var names []string
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		if f := strings.Fields(l); len(f) > 0 {
+			names = append(names, f[0])
+		}
+	}
+	return names
+}
+
+// bootInit is what the container boots: /sbin/init resolved (nixpkgs'
+// lxc-container.nix makes it the boot entry).
+func bootInit(t *testing.T, node *testbed.Node) string {
+	t.Helper()
+	return node.Readlink(t, "/sbin/init")
+}
+
+// Issue 11 item 11: a switch that hangs after installing its boot entry is stopped at
+// DEPLOY_SWITCH_TIMEOUT: its transient unit is gone, the boot entry is reverted to the
+// running generation, the switch is an error (exit 1). The run must end long before
+// the hang (an hour) does.
+func TestDeploySwitchTimeout(t *testing.T) {
+	node, good := setup(t, "healthy")
+	wantCode(t, switchyard(t, nil, deployArgs(node, "--toplevel", good, "--output", "json")...), 0)
+	hung := testbed.Require(t).Build(t, "hung-switch", "")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, deployArgs(node, "--toplevel", hung, "--output", "json")...)
+	cmd.Env = append(append(os.Environ(), fastEnv...), "DEPLOY_SWITCH_TIMEOUT=5")
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("switchyard still running after %s with DEPLOY_SWITCH_TIMEOUT=5: the switch is not bounded\nstderr:\n%s",
+			time.Since(start).Round(time.Second), stderr.String())
+	}
+	r := run{stdout: stdout.String(), stderr: stderr.String()}
+	if ee, ok := err.(*exec.ExitError); ok {
+		r.code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	r.events = parseJSONLines(t, r.stdout)
+	wantCode(t, r, 1)
+	v := r.verdict(t)
+	if sw := v["switch"].(map[string]any); sw["result"] != "error" {
+		t.Errorf("switch %v, want error", sw)
+	}
+	if v["boot_entry"] != good {
+		t.Errorf("boot_entry %v, want the running generation %s", v["boot_entry"], good)
+	}
+	if got := node.Readlink(t, "/run/current-system"); got != good {
+		t.Errorf("the node runs %q, want %q", got, good)
+	}
+	if got := bootInit(t, node); got != good+"/init" {
+		t.Errorf("/sbin/init -> %q, want the running generation's %q (reverted)", got, good+"/init")
+	}
+	if got := node.Readlink(t, "/nix/var/nix/profiles/system"); got != good {
+		t.Errorf("system profile -> %q, want %q", got, good)
+	}
+	if units := switchUnits(t, node); len(units) != 0 {
+		t.Errorf("switch units left on the node: %v", units)
+	}
+	if out, _ := node.Exec(context.Background(), "pgrep", "-f", hung+"/bin/switch-to-configuration"); strings.TrimSpace(out) != "" {
+		t.Errorf("the hung switch still runs: pids %s", out)
+	}
+	if !strings.Contains(strings.Join(logMsgs(r), "\n"), "DEPLOY_SWITCH_TIMEOUT") {
+		t.Errorf("no log names the bound: %q", logMsgs(r))
+	}
+
+	// A bad bound is refused by name before anything happens.
+	bad := switchyard(t, []string{"DEPLOY_SWITCH_TIMEOUT=0"}, "deploy", "--target", "root@127.0.0.1:1", "--toplevel", "/nix/store/x")
+	wantCode(t, bad, 2)
+	if !strings.Contains(bad.stderr, "DEPLOY_SWITCH_TIMEOUT") {
+		t.Errorf("stderr %q", bad.stderr)
+	}
+}
+
+// Issue 11 item 12: switch-to-configuration exits 100 (the new init is incompatible
+// with the running one): it installed the new boot entry and did not activate. The
+// verdict reports reboot-needed, keeps the new boot entry (finalize sets the profile),
+// judges the node as it runs, exits 0 and says the node must reboot.
+func TestDeployRebootNeeded(t *testing.T) {
+	node, good := setup(t, "healthy")
+	wantCode(t, switchyard(t, nil, deployArgs(node, "--toplevel", good, "--output", "json")...), 0)
+	next := testbed.Require(t).Build(t, "needs-reboot", "")
+	r := switchyard(t, nil, deployArgs(node, "--toplevel", next, "--output", "json")...)
+	wantCode(t, r, 0)
+	v := r.verdict(t)
+	if sw := v["switch"].(map[string]any); sw["result"] != "reboot-needed" || sw["exit_code"] != 100.0 {
+		t.Errorf("switch %v, want reboot-needed (exit 100)", sw)
+	}
+	if v["ok"] != true || v["toplevel"] != next || v["boot_entry"] != next || v["system_state"] != "running" {
+		t.Errorf("verdict %v", v)
+	}
+	if got := node.Readlink(t, "/run/current-system"); got != good {
+		t.Errorf("the node runs %q, want the old generation %q until it reboots", got, good)
+	}
+	if got := bootInit(t, node); got != next+"/init" {
+		t.Errorf("/sbin/init -> %q, want the new generation's %q", got, next+"/init")
+	}
+	if got := node.Readlink(t, "/nix/var/nix/profiles/system"); got != next {
+		t.Errorf("system profile -> %q, want %q", got, next)
+	}
+	if !strings.Contains(strings.Join(logMsgs(r), "\n"), "must reboot") {
+		t.Errorf("no log says the node must reboot: %q", logMsgs(r))
+	}
+
+	// The text report says so too.
+	r = switchyard(t, nil, deployArgs(node, "--toplevel", next)...)
+	wantCode(t, r, 0)
+	if line := lineWith(r.stdout, "switch:"); !strings.Contains(line, "reboot-needed (exit 100)") || !strings.Contains(line, "must reboot") {
+		t.Errorf("switch line %q:\n%s", line, r.stdout)
+	}
+}
+
+// Issue 11 item 5: apply calls a node unchanged only when the running system, the
+// system profile and the default boot entry all name the toplevel. A node whose
+// profile, then whose boot entry, points elsewhere is not switched again (it runs the
+// right system) but finalize runs and points them back.
+func TestSSHApplyUnchangedNeedsProfileAndBootEntry(t *testing.T) {
+	bed := testbed.Require(t)
+	t.Parallel()
+	node := bed.Node(t)
+	tree, deployment := treeFor(t, "ssh", "healthy", map[string]*testbed.Node{"web1": node})
+	env := []string{"DEPLOYMENT=" + deployment, "DEPLOY_EVAL_CACHE_DIR=" + t.TempDir()}
+	r := switchyard(t, env, "ssh", "apply", "--tree", tree, "--output", "json")
+	wantCode(t, r, 0)
+	top, _ := verdicts(t, r)["web1"]["toplevel"].(string)
+	if top == "" {
+		t.Fatalf("no toplevel: %v", verdicts(t, r))
+	}
+	other := bed.Build(t, "healthy", "elsewhere")
+	node.CopyClosure(t, other)
+
+	for _, c := range []struct {
+		what  string
+		argv  []string
+		check func() string
+	}{
+		{"system profile", []string{"nix-env", "-p", "/nix/var/nix/profiles/system", "--set", other},
+			func() string { return node.Readlink(t, "/nix/var/nix/profiles/system") }},
+		{"boot entry", []string{"ln", "-sfn", other + "/init", "/sbin/init"},
+			func() string { return strings.TrimSuffix(bootInit(t, node), "/init") }},
+	} {
+		node.MustExec(t, c.argv...)
+		r := switchyard(t, env, "ssh", "apply", "--tree", tree, "--output", "json")
+		wantCode(t, r, 0)
+		v := verdicts(t, r)["web1"]
+		if v["switch"].(map[string]any)["result"] != "unchanged" || v["ok"] != true || v["boot_entry"] != top {
+			t.Errorf("%s moved: verdict %v", c.what, v)
+		}
+		ran := map[string]string{}
+		for _, e := range r.events {
+			if e["kind"] == "phase" && (e["phase"] == "switch" || e["phase"] == "finalize") {
+				ran[e["phase"].(string)] = e["state"].(string)
+			}
+		}
+		if ran["switch"] != "skipped" || ran["finalize"] != "done" {
+			t.Errorf("%s moved: switch %s, finalize %s; want switch skipped, finalize done", c.what, ran["switch"], ran["finalize"])
+		}
+		if got := c.check(); got != top {
+			t.Errorf("%s -> %q after the apply, want %q", c.what, got, top)
+		}
+	}
+}
+
+// Issue 11 item 6: a switch that started but whose result cannot be read (its unit
+// was stopped and is gone before the body read it) is switch.result "error", never
+// "skipped", which is the verdict-only pass.
+func TestDeploySwitchResultUnreadIsError(t *testing.T) {
+	node, good := setup(t, "healthy")
+	wantCode(t, switchyard(t, nil, deployArgs(node, "--toplevel", good, "--output", "json")...), 0)
+	hung := testbed.Require(t).Build(t, "hung-switch", "")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, deployArgs(node, "--toplevel", hung, "--output", "json")...)
+	cmd.Env = append(os.Environ(), fastEnv...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	sc := bufio.NewScanner(stdout)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	stopped := false
+	for sc.Scan() {
+		line := sc.Text()
+		out.WriteString(line + "\n")
+		var e map[string]any
+		if stopped || json.Unmarshal([]byte(line), &e) != nil {
+			continue
+		}
+		if e["kind"] == "phase" && e["phase"] == "switch" && e["state"] == "done" {
+			// Stopping the running unit ends it cleanly: systemd unloads it at once.
+			for _, u := range switchUnits(t, node) {
+				node.MustExec(t, "systemctl", "stop", u)
+			}
+			stopped = true
+		}
+	}
+	werr := cmd.Wait()
+	r := run{stdout: out.String(), stderr: stderr.String()}
+	if ee, ok := werr.(*exec.ExitError); ok {
+		r.code = ee.ExitCode()
+	} else if werr != nil {
+		t.Fatalf("switchyard: %v\n%s", werr, r.stderr)
+	}
+	r.events = parseJSONLines(t, r.stdout)
+	if !stopped {
+		t.Fatalf("no switch done event:\n%s", r.stdout)
+	}
+	if r.code == 0 {
+		t.Errorf("exit 0 after a switch whose result was never read")
+	}
+	v := r.verdict(t)
+	if sw := v["switch"].(map[string]any); sw["result"] != "error" {
+		t.Errorf("switch %v, want error", sw)
+	}
+	if v["reachable"] != true {
+		t.Errorf("reachable %v", v["reachable"])
+	}
+}
