@@ -15,9 +15,11 @@ type Build struct {
 
 // EvalArgv is the nix-instantiate command that evaluates a node's toplevel derivation and
 // prints its .drv path (SPEC 6.1): nix/build.nix applied to the tree, the node's
-// directory and the deployment's system, attribute toplevel.
+// directory and the deployment's system, attribute toplevel. It runs in EvalEnv, with
+// an empty Nix search path (`nix-path`, which NIX_PATH and NIX_CONFIG set otherwise): a
+// module's <nixpkgs> would read a path nixos_conf does not cover, so it fails instead.
 func EvalArgv(b Build) []string {
-	argv := []string{"nix-instantiate",
+	argv := []string{"nix-instantiate", "--option", "nix-path", "",
 		"--argstr", "tree", b.Tree,
 		"--argstr", "nodeDir", b.NodeDir,
 		"--argstr", "system", b.System,
@@ -26,4 +28,28 @@ func EvalArgv(b Build) []string {
 		argv = append(argv, "--argstr", "nixpkgs", b.Nixpkgs)
 	}
 	return append(argv, "--attr", "toplevel", "--", filepath.Join(b.StateDir, "nix", "build.nix"))
+}
+
+// evalEnvironment is what a node's evaluation keeps of the caller's environment: the
+// variables Nix itself reads to reach its store, its daemon and its configuration, and
+// the home and temporary directories. Nothing else reaches it: builtins.getEnv of any
+// other name reads "" (a read nixos_conf would not cover; tree files that name one are
+// refused when planning), and NIX_PATH is gone.
+var evalEnvironment = []string{
+	"HOME", "TMPDIR",
+	"NIX_REMOTE", "NIX_DAEMON_SOCKET_PATH", "NIX_STORE_DIR", "NIX_STATE_DIR", "NIX_LOG_DIR",
+	"NIX_CONF_DIR", "NIX_USER_CONF_FILES", "NIX_CONFIG",
+	"XDG_CONFIG_HOME", "XDG_CONFIG_DIRS", "XDG_CACHE_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME",
+}
+
+// EvalEnv is the environment EvalArgv runs in (exec.Cmd.Env): the variables of
+// evalEnvironment that lookup (the caller's environment) has set.
+func EvalEnv(lookup func(string) (string, bool)) []string {
+	env := []string{}
+	for _, name := range evalEnvironment {
+		if v, ok := lookup(name); ok {
+			env = append(env, name+"="+v)
+		}
+	}
+	return env
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/switchyard-nix/switchyard/plan/coordinates"
 	"github.com/switchyard-nix/switchyard/plan/data"
@@ -11,6 +12,7 @@ import (
 	"github.com/switchyard-nix/switchyard/plan/field"
 	"github.com/switchyard-nix/switchyard/plan/merge"
 	"github.com/switchyard-nix/switchyard/plan/method"
+	"github.com/switchyard-nix/switchyard/plan/tree"
 )
 
 // Options picks what Compute plans, and where.
@@ -52,9 +54,13 @@ func Compute(d *merge.Deployment, coords *coordinates.Reader, opt Options) (*Pla
 	for _, c := range d.Method.Coordinates {
 		values[c.Name] = coords.Lookup(c.Name)
 	}
+	in, err := readInputs(d.Definition, stateDir)
+	if err != nil {
+		return nil, err
+	}
 	p := &Plan{Deployment: d, StateDir: stateDir}
 	for _, s := range picked {
-		n, err := computeNode(d, s, values, stateDir)
+		n, err := computeNode(d, s, values, stateDir, in)
 		if err != nil {
 			return nil, err
 		}
@@ -63,7 +69,44 @@ func Compute(d *merge.Deployment, coords *coordinates.Reader, opt Options) (*Pla
 	return p, nil
 }
 
-func computeNode(d *merge.Deployment, s Selected, coords map[string]string, stateDir string) (*Node, error) {
+// inputs is what every node of a run reads besides its own files: the tree and nixpkgs.
+type inputs struct {
+	files      []tree.File
+	treeDigest string
+	nixpkgs    string // NixpkgsInput
+}
+
+// readInputs reads the tree (but the state dir) and nixpkgs' identity, once per run. A
+// tree file that reads the environment is refused: the node's evaluation runs without
+// the caller's environment (EvalEnv), so the read would silently see nothing.
+func readInputs(def *definition.Definition, stateDir string) (inputs, error) {
+	files, err := def.Tree.Files([]string{stateDir})
+	if err != nil {
+		return inputs{}, fmt.Errorf("reading the tree: %w", err)
+	}
+	for _, f := range files {
+		// deployment.nix is evaluated with the environment, to data the plan holds.
+		if f.Kind == "symlink" || f.Kind == "outside" || !strings.HasSuffix(f.Path, ".nix") || f.Path == definition.NixFile {
+			continue
+		}
+		if reads := tree.EnvReads(f.Content); len(reads) > 0 {
+			r := reads[0]
+			what := "builtins.getEnv"
+			if r.Name != "" {
+				what += fmt.Sprintf(" %q", r.Name)
+			}
+			return inputs{}, &field.Error{Source: f.Path, Reason: fmt.Sprintf(
+				"line %d: %s reads the environment, which a node's evaluation does not see: declare a coordinate of the method and read it from the plan (config.switchyard.plan.coordinates)", r.Line, what)}
+		}
+	}
+	nixpkgs, err := NixpkgsInput(def.Tree, def.Nixpkgs)
+	if err != nil {
+		return inputs{}, err
+	}
+	return inputs{files: files, treeDigest: TreeDigest(files), nixpkgs: nixpkgs}, nil
+}
+
+func computeNode(d *merge.Deployment, s Selected, coords map[string]string, stateDir string, in inputs) (*Node, error) {
 	def := d.Definition
 	group := def.Groups[s.Group]
 	node := group.Nodes[s.Node]
@@ -123,14 +166,15 @@ func computeNode(d *merge.Deployment, s Selected, coords map[string]string, stat
 		return nil, err
 	}
 	conf := Configuration(&np, treeFromNode)
-	files, err := def.Tree.Files(roots, []string{stateDir})
-	if err != nil {
-		return nil, fmt.Errorf("%s: reading the tree: %w", s.Node, err)
+	for _, r := range roots {
+		if err := def.Tree.Check(r); err != nil {
+			return nil, fmt.Errorf("%s: %w", s.Node, err)
+		}
 	}
 	return &Node{
 		Name: s.Node, Group: s.Group, Plan: np,
-		PlanJSON: planJSON, Configuration: conf, TreeFiles: files,
-		NixosConf: NixosConf(planJSON, conf, files, def.System(), def.Nixpkgs),
+		PlanJSON: planJSON, Configuration: conf, TreeFiles: in.files,
+		NixosConf: NixosConf(planJSON, conf, in.treeDigest, def.System(), in.nixpkgs),
 		Dir:       dir,
 		build: Build{StateDir: stateDir, Tree: def.Tree.Root, NodeDir: dir,
 			System: def.System(), Nixpkgs: def.Nixpkgs},

@@ -30,8 +30,9 @@ func TestExamplePlan(t *testing.T) {
 	for _, f := range web1.TreeFiles {
 		files = append(files, f.Kind+" "+f.Path)
 	}
-	// hosts/common.nix is reached through ./common.nix in hosts/web1.nix; mail is off.
-	if d := cmp.Diff([]string{"file apps/hello.nix", "file builder.nix", "file hosts/common.nix", "file hosts/web1.nix"}, files); d != "" {
+	// Every file of the tree: a module may read any of them (issue 11 item 10).
+	if d := cmp.Diff([]string{"file .gitignore", "file apps/hello.nix", "file apps/mail.nix", "file builder.nix", "file deployment.nix",
+		"file hosts/common.nix", "file hosts/web1.nix", "file hosts/web2.nix"}, files); d != "" {
 		t.Errorf("tree files (-want +got)\n%s", d)
 	}
 	if d := cmp.Diff(Published{Nodes: []string{"web1", "web2"}, DisabledApplications: []string{"mail"}}, p.Names()); d != "" {
@@ -174,8 +175,9 @@ func TestCredentialStagingPaths(t *testing.T) {
 	}
 }
 
-// SPEC 6.4: nixos_conf changes when and only when the plan, the configuration or a tree
-// file the node reads changes.
+// SPEC 6.4: nixos_conf changes when and only when the plan, the configuration or a file
+// of the tree (but the state dir and version control) changes: any file, since a module
+// can read one without naming it (issue 11 item 10).
 func TestNixosConfChanges(t *testing.T) {
 	tree := copyTree(t, repo("plan", "testdata", "trees", "basic"))
 	conf := func(r run) map[string]string {
@@ -217,20 +219,21 @@ func TestNixosConfChanges(t *testing.T) {
 			}
 		}
 	}
+	all := []string{"db1", "web1", "web2"}
 	for _, tc := range []struct {
 		file    string
 		changed []string
 	}{
-		{"hosts/web1.nix", []string{"web1"}},
-		{"apps/hello.nix", []string{"web1", "web2"}},
-		{"apps/hello-common.nix", []string{"web1", "web2"}}, // reached through ./hello-common.nix
-		{"files/motd.txt", []string{"web1", "web2"}},        // a tree path in hello's settings
-		{"builder.nix", []string{"db1", "web1", "web2"}},
-		{"apps/mail.nix", nil},   // mail is off
-		{"README.md", nil},       // no node reads it
-		{"deployment.nix", nil},  // read through the plan, not by the node
-		{"hosts/new.nix", nil},   // a new file nobody names
+		{"hosts/web1.nix", all},
+		{"apps/hello.nix", all},
+		{"files/motd.txt", all}, // a tree path in hello's settings
+		{"builder.nix", all},
+		{"apps/mail.nix", all},   // mail is off, but a module could read the file
+		{"README.md", all},       // no module names it, but one could read it
+		{"hosts/new.nix", all},   // a new file: a module could list its directory
+		{"deployment.nix", all},  // a module could import it
 		{".switchyard/x", nil},   // the state dir
+		{"state2/x", nil},        // the state dir given
 		{"apps/.git/x.nix", nil}, // version control
 	} {
 		restore := edit(tc.file, "# changed\n{ ... }: { }\n")
@@ -239,7 +242,7 @@ func TestNixosConfChanges(t *testing.T) {
 			data, _ := os.ReadFile(filepath.Join(tree, tc.file))
 			restore = edit(tc.file, string(data)+"\n# a comment\n")
 		}
-		same("editing "+tc.file, conf(run{}), tc.changed...)
+		same("editing "+tc.file, conf(run{stateDir: filepath.Join(tree, "state2")}), tc.changed...)
 		restore()
 	}
 
@@ -293,7 +296,7 @@ func TestWriteFiles(t *testing.T) {
 
 func TestEvalArgv(t *testing.T) {
 	got := EvalArgv(Build{StateDir: "/s", Tree: "/t", NodeDir: "/s/nodes/web1", System: "builder.nix"})
-	want := []string{"nix-instantiate", "--argstr", "tree", "/t", "--argstr", "nodeDir", "/s/nodes/web1",
+	want := []string{"nix-instantiate", "--option", "nix-path", "", "--argstr", "tree", "/t", "--argstr", "nodeDir", "/s/nodes/web1",
 		"--argstr", "system", "builder.nix", "--attr", "toplevel", "--", "/s/nix/build.nix"}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("(-want +got)\n%s", d)

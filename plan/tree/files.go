@@ -1,7 +1,8 @@
 package tree
 
 import (
-	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io/fs"
 	"os"
@@ -9,105 +10,87 @@ import (
 	"regexp"
 	"sort"
 	"strings"
-
-	"github.com/switchyard-nix/switchyard/plan/data"
 )
 
-// File is a tree file a node reads.
+// File is a file of the tree.
 type File struct {
-	Path    string // relative to the tree (symlinks in its location resolved), slash-separated
-	Kind    string // "file", "executable" or "symlink"
-	Content []byte // a file's bytes, or a symlink's target
+	Path    string // relative to the tree, slash-separated
+	Kind    string // "file", "executable", "symlink", or "outside" (see Files)
+	Content []byte // a file's bytes, a symlink's target, or what a symlink out reaches (Content)
 }
 
-// Skipped names directories never collected: version control.
-var Skipped = []string{".git", ".hg", ".jj"}
+// Skipped names directories never collected: version control, and switchyard's default
+// state dir (its receipts change at every apply; a state dir given elsewhere in the tree
+// is excluded by the caller).
+var Skipped = []string{".git", ".hg", ".jj", ".switchyard"}
 
-// relativeLiteral is a Nix path literal relative to its file: ./x, ../x, ./. (the
-// Nix lexer's PATH_CHAR set), not preceded by a character that would make it part of
-// something else.
-var relativeLiteral = regexp.MustCompile(`(?:^|[^A-Za-z0-9._+\-/~])(\.\.?(?:/[A-Za-z0-9._+\-]+)+)`)
+// StoreDir is the Nix store: a path in it is a store object, which never changes.
+const StoreDir = "/nix/store/"
 
-// Files is every tree file a node reads, sorted by path, starting from roots (its
-// modules, its builder, the tree paths in its plan):
+// Files is every file of the tree, sorted by path: all a node's evaluation can read of
+// the tree. No module's source is parsed to find what it reads, because Nix reaches files
+// through expressions no parser of literals sees (`./${name}.nix`, `dirOf __curPos.file`,
+// Nix code in a file not named .nix): a change to any file of the tree is a change of
+// every node's input. That costs an evaluation when an unrelated file changes, never a
+// missed redeploy.
 //
-//   - a root or reached file is read whole; a root or reached directory contributes every
-//     file under it (symlinks under it as their target text, as Nix copies them);
-//   - every relative path literal (./x, ../x) in a reached .nix file that names an
-//     existing path inside the tree is reached in turn, transitively;
-//   - literals naming paths outside the tree, or missing ones, are not tree files and
-//     are skipped, as are version-control directories and the directories in exclude
-//     (the state dir, when it lies in the tree).
-//
-// A root that does not exist or leaves the tree is an error.
-func (t *Tree) Files(roots []data.RepoPath, exclude []string) ([]File, error) {
-	c := collector{t: t, seen: map[string]bool{}, files: map[string]File{}}
+// Version-control directories and the directories in exclude (the state dir) are left
+// out. A symlink is its target text; one that leads out of the tree (to a file or a
+// directory) is also an "outside" entry holding Content of what it reaches, since the
+// evaluation reads through it.
+func (t *Tree) Files(exclude []string) ([]File, error) {
+	var ex []string
 	for _, e := range exclude {
 		if real, err := filepath.EvalSymlinks(e); err == nil {
-			c.exclude = append(c.exclude, real)
+			ex = append(ex, real)
 		}
 	}
-	for _, p := range roots {
-		if err := t.Check(p); err != nil {
-			return nil, err
-		}
-		real, err := t.resolve(t.Path(p), string(p))
-		if err != nil {
-			return nil, err
-		}
-		if err := c.reach(real); err != nil {
-			return nil, err
-		}
-	}
-	out := make([]File, 0, len(c.files))
-	for _, f := range c.files {
-		out = append(out, f)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
-	return out, nil
-}
-
-type collector struct {
-	t       *Tree
-	exclude []string
-	seen    map[string]bool
-	files   map[string]File
-}
-
-func (c *collector) excluded(real string) bool {
-	for _, e := range c.exclude {
-		if real == e || strings.HasPrefix(real, e+string(filepath.Separator)) {
-			return true
-		}
-	}
-	for _, s := range Skipped {
-		for _, el := range strings.Split(c.t.rel(real), "/") {
-			if el == s {
+	skip := func(real string) bool {
+		for _, e := range ex {
+			if real == e || strings.HasPrefix(real, e+string(filepath.Separator)) {
 				return true
 			}
 		}
+		for _, s := range Skipped {
+			if filepath.Base(real) == s {
+				return true
+			}
+		}
+		return false
 	}
-	return false
+	var out []File
+	err := walk(t.real, skip, func(p string, f File) error {
+		f.Path = t.rel(p)
+		out = append(out, f)
+		if f.Kind != "symlink" {
+			return nil
+		}
+		target, err := filepath.EvalSymlinks(p)
+		if err != nil || t.inside(target) {
+			return nil // dangling (Nix cannot read it either), or read as a tree file
+		}
+		id, err := Content(target)
+		if err != nil {
+			return fmt.Errorf("%s (a symlink out of the tree): %w", f.Path, err)
+		}
+		out = append(out, File{Path: f.Path, Kind: "outside", Content: []byte(id)})
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out, nil
 }
 
-// reach collects a resolved path inside the tree: a file, or a directory's files.
-func (c *collector) reach(real string) error {
-	if c.seen[real] || c.excluded(real) {
-		return nil
-	}
-	c.seen[real] = true
-	st, err := os.Stat(real)
-	if err != nil {
-		return err
-	}
-	if !st.IsDir() {
-		return c.file(real, st.Mode())
-	}
-	return filepath.WalkDir(real, func(p string, d fs.DirEntry, err error) error {
+// walk calls fn for every file and symlink under root (a directory, symlinks resolved),
+// in lexical order, skipping the directories skip names. Symlinks are not followed.
+func walk(root string, skip func(string) bool, fn func(path string, f File) error) error {
+	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		if c.excluded(p) {
+		if p != root && skip(p) {
 			if d.IsDir() {
 				return filepath.SkipDir
 			}
@@ -119,64 +102,88 @@ func (c *collector) reach(real string) error {
 			if err != nil {
 				return err
 			}
-			rel := c.t.rel(p)
-			c.files[rel] = File{Path: rel, Kind: "symlink", Content: []byte(target)}
+			return fn(p, File{Kind: "symlink", Content: []byte(target)})
 		case d.Type().IsRegular():
-			if c.seen[p] && p != real {
-				return nil
-			}
-			c.seen[p] = true
 			info, err := d.Info()
 			if err != nil {
 				return err
 			}
-			return c.file(p, info.Mode())
+			content, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			kind := "file"
+			if info.Mode()&0o111 != 0 {
+				kind = "executable"
+			}
+			return fn(p, File{Kind: kind, Content: content})
 		}
 		return nil
 	})
 }
 
-func (c *collector) file(real string, mode fs.FileMode) error {
-	if !mode.IsRegular() {
-		return nil
-	}
-	content, err := os.ReadFile(real)
+// Content identifies what is at path (symlinks resolved) by its content, never by where
+// it is: a store object by its store path (a store object never changes, and its path
+// is derived from what it holds), anything else by a SHA-256 over its files (each with
+// its path relative to path, kind and content; symlinks under it as their target text).
+// It is how nixos_conf covers nixpkgs (a checkout whose commit moves keeps its path) and
+// what a symlink out of the tree reaches.
+func Content(path string) (string, error) {
+	real, err := filepath.EvalSymlinks(path)
 	if err != nil {
-		return err
+		return "", err
 	}
-	kind := "file"
-	if mode&0o111 != 0 {
-		kind = "executable"
+	if strings.HasPrefix(real, StoreDir) {
+		return "store " + real, nil
 	}
-	rel := c.t.rel(real)
-	c.files[rel] = File{Path: rel, Kind: kind, Content: content}
-	if !strings.HasSuffix(real, ".nix") {
+	st, err := os.Stat(real)
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	if !st.IsDir() {
+		b, err := os.ReadFile(real)
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(h, "%o %d:", st.Mode().Perm()&0o111, len(b))
+		h.Write(b)
+		return "sha256 " + hex.EncodeToString(h.Sum(nil)), nil
+	}
+	err = walk(real, func(string) bool { return false }, func(p string, f File) error {
+		rel, _ := filepath.Rel(real, p)
+		fmt.Fprintf(h, "%d:%s %s %d:", len(rel), filepath.ToSlash(rel), f.Kind, len(f.Content))
+		h.Write(f.Content)
 		return nil
+	})
+	if err != nil {
+		return "", err
 	}
-	for _, lit := range Literals(content) {
-		target := filepath.Join(filepath.Dir(real), filepath.FromSlash(lit))
-		resolved, err := filepath.EvalSymlinks(target)
-		if err != nil || !c.t.inside(resolved) {
-			continue // missing, or not a tree file
-		}
-		if err := c.reach(resolved); err != nil {
-			return fmt.Errorf("%s (named in %s): %w", lit, rel, err)
-		}
-	}
-	return nil
+	return "sha256 " + hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// Literals is the relative path literals (./x, ../x) in Nix source, in order, once each.
-// It reads the text, not the syntax: a literal in a comment or a string counts too,
-// which can only add files.
-func Literals(src []byte) []string {
-	var out []string
-	seen := map[string]bool{}
-	for _, m := range relativeLiteral.FindAllSubmatch(src, -1) {
-		lit := string(bytes.TrimSuffix(m[1], []byte("/")))
-		if !seen[lit] {
-			seen[lit] = true
-			out = append(out, lit)
+// getEnv is a call of builtins.getEnv (or getEnv, as `with builtins;` makes it), with
+// the variable's name when it is a string literal.
+var getEnv = regexp.MustCompile(`\bgetEnv\b(?:\s*"([^"]*)")?`)
+
+// EnvRead is a read of the environment in a tree file's Nix source.
+type EnvRead struct {
+	Line int
+	Name string // the variable, when the source names it literally
+}
+
+// EnvReads finds the environment reads in Nix source: every getEnv outside a line
+// comment. It reads the text, not the syntax (a getEnv in a string or a block comment
+// counts); a read it cannot see (a name built at run time) reads nothing, as the
+// evaluation runs without the caller's environment.
+func EnvReads(src []byte) []EnvRead {
+	var out []EnvRead
+	for i, line := range strings.Split(string(src), "\n") {
+		if c := strings.IndexByte(line, '#'); c >= 0 {
+			line = line[:c]
+		}
+		for _, m := range getEnv.FindAllStringSubmatch(line, -1) {
+			out = append(out, EnvRead{Line: i + 1, Name: m[1]})
 		}
 	}
 	return out

@@ -79,3 +79,12 @@ func (t *Tree) rel(real string) string {
 	r, _ := filepath.Rel(t.real, real)
 	return filepath.ToSlash(r)
 }
+
+// Contains says whether the path abs (symlinks resolved) is in the tree, and where.
+func (t *Tree) Contains(abs string) (string, bool) {
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil || !t.inside(real) {
+		return "", false
+	}
+	return t.rel(real), true
+}

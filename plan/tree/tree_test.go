@@ -2,11 +2,14 @@ package tree
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/switchyard-nix/switchyard/nix/nixtest"
 
 	"github.com/switchyard-nix/switchyard/plan/data"
 )
@@ -18,16 +21,6 @@ func write(t *testing.T, path, content string) {
 	}
 	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
-	}
-}
-
-func TestLiterals(t *testing.T) {
-	src := `{ imports = [ ./a.nix ../b/c.nix ./d ]; x = "${./e.txt}"; y = ./.; z = a./b; u = https://x/y;
-	  # see ./f.md
-	  w = <nixpkgs/lib>; v = /abs/path; q = ./a.nix; r = ./dir/; }`
-	want := []string{"./a.nix", "../b/c.nix", "./d", "./e.txt", "./.", "./f.md", "./dir"}
-	if d := cmp.Diff(want, Literals([]byte(src))); d != "" {
-		t.Errorf("(-want +got)\n%s", d)
 	}
 }
 
@@ -62,18 +55,21 @@ func TestCheck(t *testing.T) {
 	}
 }
 
+// Files is every file of the tree but version control, the default state dir and the
+// excluded directories; a symlink out of the tree also holds what it reaches.
 func TestFiles(t *testing.T) {
-	root := filepath.Join(t.TempDir(), "tree")
-	write(t, filepath.Join(root, "hosts", "web1.nix"), "{ imports = [ ./common.nix ../lib ../missing.nix ../../outside.nix ]; }")
-	write(t, filepath.Join(root, "hosts", "common.nix"), "{ x = ../files/motd.txt; y = ./web1.nix; }") // a cycle back
-	write(t, filepath.Join(root, "hosts", "web2.nix"), "not reached")
-	write(t, filepath.Join(root, "lib", "default.nix"), "{ imports = [ ./helpers.nix ]; }")
-	write(t, filepath.Join(root, "lib", "helpers.nix"), "{ }")
+	base := t.TempDir()
+	root := filepath.Join(base, "tree")
+	write(t, filepath.Join(root, "hosts", "web1.nix"), "{ }")
 	write(t, filepath.Join(root, "lib", "data.bin"), "\x00\x01")
+	write(t, filepath.Join(root, "lib", "helpers.nix"), "{ }")
 	write(t, filepath.Join(root, "lib", ".git", "HEAD"), "ref")
-	write(t, filepath.Join(root, "files", "motd.txt"), "hi")
-	write(t, filepath.Join(filepath.Dir(root), "outside.nix"), "{ }")
+	write(t, filepath.Join(root, ".switchyard", "nodes", "web1", "receipt.json"), "{}")
+	write(t, filepath.Join(root, "state", "nodes", "web1", "plan.json"), "{}")
+	write(t, filepath.Join(base, "outside", "x.nix"), "{ }")
 	os.Symlink("helpers.nix", filepath.Join(root, "lib", "link.nix"))
+	os.Symlink("../../outside", filepath.Join(root, "lib", "out"))
+	os.Symlink("nope", filepath.Join(root, "lib", "dangling"))
 	if err := os.Chmod(filepath.Join(root, "lib", "helpers.nix"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +77,11 @@ func TestFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	files, err := tr.Files([]data.RepoPath{"hosts/web1.nix"}, nil)
+	files, err := tr.Files([]string{filepath.Join(root, "state")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	outside, err := Content(filepath.Join(base, "outside"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,34 +90,59 @@ func TestFiles(t *testing.T) {
 		got = append(got, f.Kind+" "+f.Path+" "+string(f.Content))
 	}
 	want := []string{
-		"file files/motd.txt hi",
-		"file hosts/common.nix { x = ../files/motd.txt; y = ./web1.nix; }",
-		"file hosts/web1.nix { imports = [ ./common.nix ../lib ../missing.nix ../../outside.nix ]; }",
+		"file hosts/web1.nix { }",
+		"symlink lib/dangling nope",
 		"file lib/data.bin \x00\x01",
-		"file lib/default.nix { imports = [ ./helpers.nix ]; }",
 		"executable lib/helpers.nix { }",
 		"symlink lib/link.nix helpers.nix",
+		"symlink lib/out ../../outside",
+		"outside lib/out " + outside,
 	}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("(-want +got)\n%s", d)
 	}
+}
 
-	// The whole tree through ./., without the excluded state dir.
-	write(t, filepath.Join(root, "top.nix"), "import ./.")
-	write(t, filepath.Join(root, ".switchyard", "nodes", "web1", "plan.json"), "{}")
-	files, err = tr.Files([]data.RepoPath{"top.nix"}, []string{filepath.Join(root, ".switchyard")})
+// Content is a store object's path, or a digest of the files under a path, however
+// it is reached; it changes with any file under it.
+func TestContent(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "nixpkgs", "default.nix"), "1")
+	os.Symlink("nixpkgs", filepath.Join(dir, "link"))
+	a, err := Content(filepath.Join(dir, "nixpkgs"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range files {
-		if strings.HasPrefix(f.Path, ".switchyard") || strings.Contains(f.Path, ".git") {
-			t.Errorf("%s collected", f.Path)
-		}
+	if b, _ := Content(filepath.Join(dir, "link")); a != b || !strings.HasPrefix(a, "sha256 ") {
+		t.Errorf("through a symlink %q, directly %q", b, a)
 	}
-	if len(files) != 9 {
-		t.Errorf("collected %d files through ./., want 9", len(files))
+	write(t, filepath.Join(dir, "nixpkgs", "lib", "new.nix"), "")
+	if b, _ := Content(filepath.Join(dir, "nixpkgs")); a == b {
+		t.Error("a new file left the content unchanged")
 	}
-	if _, err := tr.Files([]data.RepoPath{"nope.nix"}, nil); err == nil {
-		t.Error("a missing root is not an error")
+	store := runNix(t, "nix-store", "--add", filepath.Join(dir, "nixpkgs"))
+	if got, err := Content(store + "/lib"); got != "store "+store+"/lib" {
+		t.Errorf("a store path: %q %v", got, err)
+	}
+}
+
+func runNix(t *testing.T, argv ...string) string {
+	t.Helper()
+	nixtest.Require(t, argv[0])
+	out, err := exec.Command(argv[0], argv[1:]...).Output()
+	if err != nil {
+		t.Fatalf("%v: %v", argv, err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func TestEnvReads(t *testing.T) {
+	src := "{ lib, ... }:\n# builtins.getEnv \"COMMENTED\"\nwith builtins; {\n  a = builtins.getEnv \"HOME\";\n  b = getEnv name; # getEnv \"NOT\"\n}\n"
+	want := []EnvRead{{Line: 4, Name: "HOME"}, {Line: 5}}
+	if d := cmp.Diff(want, EnvReads([]byte(src))); d != "" {
+		t.Errorf("(-want +got)\n%s", d)
+	}
+	if got := EnvReads([]byte("{ getEnvironment = 1; }")); len(got) != 0 {
+		t.Errorf("not a read: %v", got)
 	}
 }

@@ -71,7 +71,8 @@ func (f *fleet) evaluate(n *plan.Node) func(context.Context) (string, string, er
 	cache := evalcache.Open(f.cfg.EvalCacheDir, nil)
 	return func(ctx context.Context) (string, string, error) {
 		drv, hit, err := cache.Resolve(ctx, n.NixosConf, func(ctx context.Context) (string, error) {
-			out, err := local(ctx, n.EvalArgv())
+			// Without the caller's environment: nixos_conf, the cache key, does not cover it.
+			out, err := localIn(ctx, plan.EvalEnv(os.LookupEnv), n.EvalArgv())
 			return strings.TrimSpace(out), err
 		})
 		if hit {
@@ -82,10 +83,13 @@ func (f *fleet) evaluate(n *plan.Node) func(context.Context) (string, string, er
 }
 
 // local runs a command on this machine; an error carries stderr's last line.
-func local(ctx context.Context, argv []string) (string, error) {
+func local(ctx context.Context, argv []string) (string, error) { return localIn(ctx, nil, argv) }
+
+// localIn is local with the environment env (nil: this process's).
+func localIn(ctx context.Context, env, argv []string) (string, error) {
 	var stdout, stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.Stdout, cmd.Stderr, cmd.Env = &stdout, &stderr, env
 	if err := cmd.Run(); err != nil {
 		tail := strings.TrimSpace(stderr.String())
 		if i := strings.LastIndexByte(tail, '\n'); i >= 0 {
