@@ -12,7 +12,7 @@
 //		plan.Options{StateDir: plan.DefaultStateDir(def.Tree.Root), Group: group, Nodes: nodes})
 //	err = p.Write()                                     // <state>/nix/*.nix, <state>/nodes/<node>/{plan.json,configuration.nix}
 //	for _, n := range p.Nodes {
-//		drv, hit, err := cache.Resolve(ctx, n.NixosConf, eval(n.EvalArgv()))  // plan/evalcache
+//		drv, hit, err := cache.Resolve(ctx, n.NixosConf, eval(n.EvalArgv()))  // plan/evalcache; run in EvalEnv
 //	}
 //	names := p.Names()                                  // publishedNames
 //	schema := plan.Schema(def, m)                       // JSON Schema of the method's DEPLOYMENT

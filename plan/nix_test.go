@@ -210,11 +210,12 @@ func TestModuleChain(t *testing.T) {
 		  m = eval [ "secret-agent.service" "secrets-ready.service" ];
 		in {
 		  chain = m.config.environment.etc."switchyard/chain".text;
-		  empty = eval [ ];
+		  empty = (eval [ ]).config;
 		  options = builtins.attrNames m.options.switchyard;
 		  key = m.key;
 		}`)
-	want := `{"chain":"secret-agent.service\nsecrets-ready.service\n","empty":{"config":{},"key":"switchyard/nix/module.nix","options":{"switchyard":{"chain":{"default":[],"description":"Units that bring the node's secrets up, in order. The deploy's verdict-only pass\nwaits until every one is active before it restarts failed units.\n","example":["secret-agent.service","secrets-ready.service"],"type":"list of str"},"plan":{"default":{},"description":"The node's switchyard plan: node, group, method, domain, email, applications\n(enabled ones: name to settings), modules, coordinates and the node's transport\nsettings, with files of the operator tree as paths. Set by the configuration\nswitchyard generates; do not set it by hand.\n","type":"attrs"}}}},"key":"switchyard/nix/module.nix","options":["chain","plan"]}`
+	// The options' description text is documentation, owned by module.nix: not compared.
+	want := `{"chain":"secret-agent.service\nsecrets-ready.service\n","empty":{},"key":"switchyard/nix/module.nix","options":["chain","plan"]}`
 	if out != want {
 		t.Errorf("module.nix\n got %s\nwant %s", out, want)
 	}

@@ -3,6 +3,7 @@ package tree
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -15,7 +16,7 @@ import (
 // File is a file of the tree.
 type File struct {
 	Path    string // relative to the tree, slash-separated
-	Kind    string // "file", "executable", "symlink", or "outside" (see Files)
+	Kind    string // "file", "executable", "symlink", "unreadable", or "outside" (see Files)
 	Content []byte // a file's bytes, a symlink's target, or what a symlink out reaches (Content)
 }
 
@@ -87,6 +88,11 @@ func (t *Tree) Files(exclude []string) ([]File, error) {
 // in lexical order, skipping the directories skip names. Symlinks are not followed.
 func walk(root string, skip func(string) bool, fn func(path string, f File) error) error {
 	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if errors.Is(err, fs.ErrPermission) {
+			// What this user cannot read, its evaluation cannot either: only that it
+			// is there counts.
+			return fn(p, File{Kind: "unreadable"})
+		}
 		if err != nil {
 			return err
 		}
@@ -109,6 +115,9 @@ func walk(root string, skip func(string) bool, fn func(path string, f File) erro
 				return err
 			}
 			content, err := os.ReadFile(p)
+			if errors.Is(err, fs.ErrPermission) {
+				return fn(p, File{Kind: "unreadable"})
+			}
 			if err != nil {
 				return err
 			}
