@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -121,5 +122,41 @@ func TestExecOutputAfterLateClose(t *testing.T) {
 	var ee *ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 3 || ee.Stderr != "readlink: bad" || ee.Node != "node2" || out != "partial\n" {
 		t.Fatalf("Exec of a failing command: %q, %v; want stdout %q and exit 3 with its stderr", out, err, "partial\n")
+	}
+}
+
+// Node.Exec on a real node: stdout, a non-zero exit with its stderr, a missing link
+// read as "", and many commands at once each with its whole output (the incus CLI
+// under load returned an empty stdout for some).
+func TestNodeExec(t *testing.T) {
+	bed := Require(t)
+	t.Parallel()
+	n := bed.Node(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	out, err := n.Exec(ctx, "sh", "-c", `echo "$1"; echo oops >&2; exit 3`, "sh", "it's; $(not run)")
+	var ee *ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 3 || ee.Stderr != "oops" || out != "it's; $(not run)\n" {
+		t.Errorf("Exec: %q, %v; want the argument echoed, exit 3 and stderr oops", out, err)
+	}
+	if got := n.Readlink(t, "/nonexistent"); got != "" {
+		t.Errorf("Readlink of a missing link: %q", got)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 48)
+	for range 48 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out, err := n.Exec(ctx, "cat", "/etc/ssh/ssh_host_ed25519_key.pub")
+			if err != nil || !strings.HasPrefix(out, n.HostKey+" ") {
+				errs <- fmt.Errorf("host key read as %q (%v), want %s", out, err, n.HostKey)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
 	}
 }
