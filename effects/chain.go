@@ -2,6 +2,7 @@ package effects
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"time"
 
@@ -29,11 +30,19 @@ func (r *run) chainGate(ctx context.Context) error {
 			unreachable++
 			if unreachable >= 3 {
 				r.chainDown = true
-				return stopWith(exitInfra, "node unreachable while waiting for the chain: %v", err)
+				switch {
+				case errors.Is(err, ErrUnreachable):
+					r.v.Reachable = false
+					return stopWith(exitInfra, "node unreachable while waiting for the chain: %w", err)
+				case err != nil:
+					return stopWith(exitInfra, "reading the node while waiting for the chain: %w", err)
+				}
+				// The node answered but systemd could not be read (a severed bus).
+				return stopWith(exitInfra, "systemd state not read while waiting for the chain: %s", strings.Join(s.Unread, "; "))
 			}
 		default:
 			unreachable = 0
-			d := chainCompute(members, s.Units, prev)
+			d := chainCompute(members, s, prev)
 			if d.changed {
 				lastChange = time.Now()
 			}
@@ -71,18 +80,18 @@ func parseChain(s string) []string {
 
 // chainDecision is the chain gate's reading of one sample.
 type chainDecision struct {
-	up      bool     // every member active
-	failed  string   // the head (first member not yet up) has failed
+	up      bool     // every member done
+	failed  string   // the head (first member not yet done) has failed
 	waiting string   // the head
 	states  []string // per member, to detect change
 	changed bool
 }
 
 // chainCompute is the gate's pure decision from one sample and the previous states.
-func chainCompute(members []string, units map[string]verdict.Unit, prev []string) chainDecision {
+func chainCompute(members []string, s verdict.Sample, prev []string) chainDecision {
 	d := chainDecision{up: true, states: make([]string, len(members))}
 	for i, m := range members {
-		u, ok := units[m]
+		u, ok := s.Units[m]
 		state := "absent"
 		if ok {
 			state = u.ActiveState + "/" + u.SubState + "/" + u.InvocationID
@@ -91,7 +100,7 @@ func chainCompute(members []string, units map[string]verdict.Unit, prev []string
 		if prev != nil && prev[i] != state {
 			d.changed = true
 		}
-		if d.up && (!ok || u.ActiveState != "active") {
+		if d.up && !(ok && memberDone(u, s.Activated)) {
 			d.up = false
 			d.waiting = m
 			if ok && u.ActiveState == "failed" {
@@ -104,3 +113,20 @@ func chainCompute(members []string, units map[string]verdict.Unit, prev []string
 	}
 	return d
 }
+
+// memberDone: the member is active, or it is a oneshot without RemainAfterExit=
+// (NixOS's default), which ends inactive once it succeeded, whose main process ran
+// and exited successfully since the running generation was activated. A run before
+// the activation did its work for an older generation, and a Condition*=-skipped
+// start runs nothing, so neither counts.
+func memberDone(u verdict.Unit, activated int64) bool {
+	if u.ActiveState == "active" {
+		return true
+	}
+	return u.Type == "oneshot" && !u.RemainAfterExit && u.ActiveState == "inactive" && u.Result == "success" &&
+		activated != 0 && u.ExecMainStart >= activated && u.ExecMainExit >= u.ExecMainStart &&
+		u.ExecMainCode == cldExited && u.ExecMainStatus == 0
+}
+
+// cldExited is CLD_EXITED: the main process exited (rather than being killed).
+const cldExited = 1

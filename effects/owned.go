@@ -2,6 +2,7 @@ package effects
 
 import (
 	"context"
+	"fmt"
 	"strings"
 )
 
@@ -31,18 +32,200 @@ func parseOwned(out string) (owned, wanted map[string]bool) {
 	return owned, wanted
 }
 
-// 9. owned units
+// 9. owned units: the unit files of <toplevel>/etc/systemd/system, and the mounts,
+// automounts and swaps systemd's fstab generator makes from <toplevel>/etc/fstab
+// (NixOS's fileSystems and swapDevices). An owned unit that fails fails the node, so
+// a list that could not be read stops the node: it must never read as "owns nothing".
 func (r *run) listOwned(ctx context.Context) error {
+	r.owned, r.wanted = map[string]bool{}, map[string]bool{}
 	if r.toplevel == "" {
-		r.owned, r.wanted = map[string]bool{}, map[string]bool{}
 		return nil
 	}
-	out, code, err := r.exec(ctx, ownedArgv(r.toplevel)...)
+	out, err := r.readOptional(ctx, r.toplevel+"/etc/systemd/system", ownedArgv(r.toplevel))
 	if err != nil {
 		return stopWith(exitInfra, "listing the configuration's units: %w", err)
 	}
-	// find exits 1 when the directory is missing: a configuration without units.
-	_ = code
 	r.owned, r.wanted = parseOwned(out)
+	fstab := r.toplevel + "/etc/fstab"
+	out, err = r.readOptional(ctx, fstab, []string{"cat", "--", fstab})
+	if err != nil {
+		return stopWith(exitInfra, "reading the configuration's file systems: %w", err)
+	}
+	for _, name := range fstabUnits(out) {
+		r.owned[name] = true
+	}
 	return nil
+}
+
+// readOptional runs argv, which reads path on the node, and returns its stdout. A
+// path that does not exist reads as empty; any other failure of argv (a symlink loop,
+// an I/O error, a missing tool) is an error. argv's exit status alone cannot tell the
+// two apart (find and cat exit 1 for both), so the path is asked after a failure.
+func (r *run) readOptional(ctx context.Context, path string, argv []string) (string, error) {
+	out, errOut, code, err := r.command(ctx, argv)
+	if err != nil {
+		return "", err
+	}
+	if code == 0 {
+		return out, nil
+	}
+	// -L too: a dangling or looping symlink exists, though -e follows it and fails.
+	_, _, exists, err := r.command(ctx, []string{"test", "-e", path, "-o", "-L", path})
+	switch {
+	case err != nil:
+		return "", err
+	case exists == 1:
+		return "", nil
+	}
+	return "", fmt.Errorf("%s exited %d: %s", argv[0], code, lastLine(errOut))
+}
+
+// fstabUnits are the units systemd-fstab-generator makes from an fstab (systemd 252,
+// as recorded from a test-bed node in testdata/fstab): a .mount per mount point (and an
+// .automount with x-systemd.automount), a .swap per swap device. Like the generator it
+// skips comments, autofs, mount points that are not absolute paths (NixOS writes
+// absolute ones), and the API file systems systemd mounts itself. noauto mounts still
+// get their unit. It cannot resolve symlinks in a mount point, which the generator
+// does on the node.
+func fstabUnits(fstab string) []string {
+	var units []string
+	for _, line := range strings.Split(fstab, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || strings.HasPrefix(f[0], "#") {
+			continue
+		}
+		spec, where := unescapeFstab(f[0]), unescapeFstab(f[1])
+		var fstype, opts string
+		if len(f) > 2 {
+			fstype = f[2]
+		}
+		if len(f) > 3 {
+			opts = unescapeFstab(f[3])
+		}
+		if fstype == "swap" {
+			if name, ok := unitNameFromPath(udevNode(spec), ".swap"); ok {
+				units = append(units, name)
+			}
+			continue
+		}
+		if fstype == "autofs" || !strings.HasPrefix(where, "/") || apiMountPoint(simplifyPath(where)) {
+			continue
+		}
+		name, ok := unitNameFromPath(where, ".mount")
+		if !ok {
+			continue
+		}
+		units = append(units, name)
+		if where != "/" && hasOption(opts, "x-systemd.automount", "comment=systemd.automount") {
+			units = append(units, strings.TrimSuffix(name, ".mount")+".automount")
+		}
+	}
+	return units
+}
+
+// unescapeFstab undoes the octal escapes getmntent(3) decodes: space, tab, newline
+// and backslash.
+func unescapeFstab(s string) string {
+	return strings.NewReplacer(`\040`, " ", `\011`, "\t", `\012`, "\n", `\134`, `\`, `\\`, `\`).Replace(s)
+}
+
+func hasOption(opts string, names ...string) bool {
+	for _, o := range strings.Split(opts, ",") {
+		for _, n := range names {
+			if o == n {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// apiMountPoint: the file systems systemd mounts itself (mount-setup.c's mount_table
+// and mount_point_ignore); the fstab generator makes no unit for them.
+func apiMountPoint(p string) bool {
+	switch p {
+	case "/sys", "/proc", "/dev", "/run", "/dev/shm", "/dev/pts", "/sys/kernel/security", "/sys/fs/smackfs",
+		"/sys/fs/cgroup", "/sys/fs/pstore", "/sys/firmware/efi/efivars", "/sys/fs/bpf",
+		"/sys/fs/selinux", "/dev/console", "/proc/kmsg", "/proc/sys", "/proc/sys/kernel/random/boot_id":
+		return true
+	}
+	return strings.HasPrefix(p, "/sys/fs/cgroup/")
+}
+
+// udevNode is fstab_node_to_udev_node: LABEL=, UUID=, PARTUUID= and PARTLABEL= name
+// the /dev/disk/by-* link udev makes for them; anything else is used as it is.
+func udevNode(spec string) string {
+	for _, tag := range []string{"LABEL", "UUID", "PARTUUID", "PARTLABEL"} {
+		if v, ok := strings.CutPrefix(spec, tag+"="); ok {
+			v = strings.Trim(v, `"'`)
+			return "/dev/disk/by-" + strings.ToLower(tag) + "/" + encodeDevnode(v)
+		}
+	}
+	return spec
+}
+
+// encodeDevnode is udev's encode_devnode_name: bytes outside its safe set become \xNN
+// (valid UTF-8 stays as it is).
+func encodeDevnode(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r >= 0x80 && r != 0xFFFD, r >= '0' && r <= '9', r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', strings.ContainsRune("#+-.:=@_", r):
+			b.WriteRune(r)
+		default:
+			for _, c := range []byte(string(r)) {
+				fmt.Fprintf(&b, `\x%02x`, c)
+			}
+		}
+	}
+	return b.String()
+}
+
+// simplifyPath is systemd's path_simplify: no repeated, trailing or "." components.
+func simplifyPath(p string) string {
+	var parts []string
+	for _, c := range strings.Split(p, "/") {
+		if c != "" && c != "." {
+			parts = append(parts, c)
+		}
+	}
+	return "/" + strings.Join(parts, "/")
+}
+
+// unitNameMax is systemd's UNIT_NAME_MAX. systemd 252 shortens a longer name with a
+// hash of it (unit_name_hash_long, seen on a test-bed node); such a name is not derived
+// here, so a mount point that long is not owned.
+const unitNameMax = 256
+
+// unitNameFromPath is systemd's unit_name_from_path (`systemd-escape --path
+// --suffix=...`): "/" is "-"; otherwise the simplified path without its leading slash,
+// "/" becoming "-", a leading "." and every byte but ASCII letters, digits, ":", "_"
+// and "." escaped as \xNN. A path with a ".." component or a component longer than
+// NAME_MAX (255) has no unit name, nor has a name of unitNameMax bytes or more.
+func unitNameFromPath(p, suffix string) (string, bool) {
+	p = simplifyPath(p)
+	if p == "/" {
+		return "-" + suffix, true
+	}
+	for _, c := range strings.Split(p[1:], "/") {
+		if c == ".." || len(c) > 255 {
+			return "", false
+		}
+	}
+	var b strings.Builder
+	for i, c := range []byte(p[1:]) {
+		switch {
+		case c == '/':
+			b.WriteByte('-')
+		case c == '.' && i == 0, !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == ':' || c == '_' || c == '.'):
+			fmt.Fprintf(&b, `\x%02x`, c)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	name := b.String() + suffix
+	if len(name) >= unitNameMax {
+		return "", false
+	}
+	return name, true
 }

@@ -28,7 +28,14 @@
       example = [ "secret-agent.service" "secrets-ready.service" ];
       description = ''
         Units that bring the node's secrets up, in order. The deploy's verdict-only pass
-        waits until every one is active before it restarts failed units.
+        waits until every one is done before it restarts failed units. A member is done
+        when it is active, or when it is a `Type=oneshot` service without
+        `RemainAfterExit=` (NixOS's default for oneshots), which ends inactive after it
+        succeeded, and its main process ran and exited successfully since the running
+        generation was activated. A oneshot that last ran before the activation, or whose
+        start a `Condition*=` skipped, is not done. The gate stops early when the first
+        member not yet done has failed, or when no member changed for
+        `DEPLOY_CHAIN_STALL` seconds.
       '';
     };
   };

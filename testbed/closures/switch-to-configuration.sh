@@ -172,6 +172,32 @@ install_units() {
 	mv "$state/installed.new" "$state/installed"
 }
 
+# install_fstab stands in for NixOS's /etc/fstab: activation links it to the
+# generation's etc/fstab, and switch-to-configuration starts the new file systems
+# (local-fs.target) and unmounts the ones that disappeared. Here /etc/fstab becomes the
+# node's own entries (saved on the first switch) followed by the toplevel's, the mounts
+# the previous generation had and this one lacks are stopped, and the new mounts (not
+# noauto; no swaps: systemd ignores them in a container) join $wanted, so they are
+# started after the daemon-reload and a failed one makes the switch exit 4. The mount
+# units are started one by one, not through local-fs.target: Debian's has
+# OnFailure=emergency.target, which would take the test node down.
+install_fstab() {
+	[ -f "$state/fstab.node" ] || cp /etc/fstab "$state/fstab.node" 2>/dev/null || : >"$state/fstab.node"
+	old=""
+	[ -f "$state/fstab.generation" ] && old=$(awk '$1 !~ /^#/ && NF >= 3 && $3 != "swap" { print $2 }' "$state/fstab.generation")
+	new=""
+	[ -f "$top/etc/fstab" ] && new=$(awk '$1 !~ /^#/ && NF >= 3 && $3 != "swap" && $4 !~ /(^|,)noauto(,|$)/ { print $2 }' "$top/etc/fstab")
+	for where in $old; do
+		case " $(echo $new) " in *" $where "*) ;; *) systemctl stop "$(systemd-escape --path --suffix=mount -- "$where")" 2>/dev/null ;; esac
+	done
+	if [ -f "$top/etc/fstab" ]; then cp "$top/etc/fstab" "$state/fstab.generation"; else rm -f "$state/fstab.generation"; fi
+	{ cat "$state/fstab.node" && { [ ! -f "$top/etc/fstab" ] || cat "$top/etc/fstab"; }; } >/etc/fstab.switchyard-test &&
+		mv -f /etc/fstab.switchyard-test /etc/fstab || return 1
+	for where in $new; do
+		wanted="$wanted $(systemd-escape --path --suffix=mount -- "$where")"
+	done
+}
+
 if [ "$action" = stage-2 ]; then
 	ln -sfn "$top" /run/booted-system
 	ln -sfn "$top" /run/current-system
@@ -203,6 +229,7 @@ fi
 
 ln -sfn "$top" /run/current-system
 install_units live
+install_fstab || exit 1
 systemctl daemon-reload
 
 # Units the activation restarts although their files are not the closure's (NixOS
