@@ -112,3 +112,32 @@ func TestUnchangedNodeWithStaleBootEntryIsFinalized(t *testing.T) {
 		t.Errorf("want no switch and one finalize: %v", f.log)
 	}
 }
+
+// gone answers for a fakeNode, but the switch's unit is unknown to systemd when its
+// result is read (it was stopped and unloaded, or the node restarted systemd).
+type gone struct{ *fakeNode }
+
+func (g gone) Run(ctx context.Context, c Command) (int, error) {
+	if strings.HasPrefix(strings.Join(c.Argv, " "), "systemctl show --property=LoadState,ActiveState,Result,ExecMainCode,ExecMainStatus") {
+		fmt.Fprintln(c.Stdout, "LoadState=not-found\nActiveState=inactive\nResult=success\nExecMainCode=0\nExecMainStatus=0")
+		return 0, nil
+	}
+	return g.fakeNode.Run(ctx, c)
+}
+
+// Issue 11 item 6: a switch that started and whose result cannot be read is an
+// error (exit 3, the cause named), never "skipped".
+func TestSwitchResultGoneIsError(t *testing.T) {
+	f := gone{loadFake(t, "healthy")}
+	ev := &events{}
+	d := &Deploy{Node: "web1", Transport: f, Config: testConfig(false), Reporter: ev,
+		Source:  Source{Toplevel: f.toplevel},
+		resolve: func(context.Context, Source) (string, error) { return f.toplevel, nil },
+		poll:    time.Millisecond}
+	res := d.Run(context.Background())
+	v := res.Verdict
+	if res.ExitCode != exitInfra || v.Switch.Result != "error" || v.Switch.ExitCode != -1 ||
+		!strings.Contains(strings.Join(v.Reasons, ";"), "is gone before its result was read") {
+		t.Errorf("exit %d switch %+v reasons %q", res.ExitCode, v.Switch, v.Reasons)
+	}
+}

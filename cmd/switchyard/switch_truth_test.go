@@ -162,6 +162,20 @@ func TestSSHApplyUnchangedNeedsProfileAndBootEntry(t *testing.T) {
 			func() string { return node.Readlink(t, "/nix/var/nix/profiles/system") }},
 		{"boot entry", []string{"ln", "-sfn", other + "/init", "/sbin/init"},
 			func() string { return strings.TrimSuffix(bootInit(t, node), "/init") }},
+		// A node with systemd-boot: its default entry (loader.conf) is the boot entry,
+		// as systemd-boot-builder.py writes it.
+		{"systemd-boot default entry", []string{"sh", "-c", `mkdir -p /boot/loader/entries &&
+			printf 'title NixOS\nversion Generation 99\noptions init=%s/init console=ttyS0\n' "$1" >/boot/loader/entries/nixos-generation-99.conf &&
+			printf 'timeout 5\ndefault nixos-generation-99.conf\n' >/boot/loader/loader.conf`, "sh", other},
+			func() string {
+				conf := node.MustExec(t, "sh", "-c", `d=$(awk '$1 == "default" { print $2 }' /boot/loader/loader.conf) && cat "/boot/loader/entries/$d"`)
+				for _, f := range strings.Fields(conf) {
+					if init, ok := strings.CutPrefix(f, "init="); ok {
+						return strings.TrimSuffix(init, "/init")
+					}
+				}
+				return "no init= in the default entry: " + conf
+			}},
 	} {
 		node.MustExec(t, c.argv...)
 		r := switchyard(t, env, "ssh", "apply", "--tree", tree, "--output", "json")
@@ -185,9 +199,10 @@ func TestSSHApplyUnchangedNeedsProfileAndBootEntry(t *testing.T) {
 	}
 }
 
-// Issue 11 item 6: a switch that started but whose result cannot be read (its unit
-// was stopped and is gone before the body read it) is switch.result "error", never
-// "skipped", which is the verdict-only pass.
+// Issue 11 item 6: a switch that started but never finished (its unit stopped by
+// hand while it ran, so no exit status) is switch.result "error": never "skipped"
+// (the verdict-only pass), nor "never-confirmed" (a switch that exited 0 and did not
+// activate).
 func TestDeploySwitchResultUnreadIsError(t *testing.T) {
 	node, good := setup(t, "healthy")
 	wantCode(t, switchyard(t, nil, deployArgs(node, "--toplevel", good, "--output", "json")...), 0)
