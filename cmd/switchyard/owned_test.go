@@ -1,8 +1,14 @@
 package main_test
 
 import (
+	"bufio"
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
+	"time"
 )
 
 // ownedFailure is the error log line of the owned phase, "" when there is none.
@@ -93,5 +99,59 @@ func TestVerdictOnlyChainOfOneshots(t *testing.T) {
 		if e["kind"] == "phase" && e["phase"] == "chain" && e["state"] != "start" && e["state"] != "done" {
 			t.Errorf("chain phase %v", e)
 		}
+	}
+}
+
+// Issue 11 item 6: the chain gate that loses the node (its SSH forward is cut while the
+// gate waits) gives up after a few unreadable samples and reports the node
+// unreachable: reachable false, exit 3.
+func TestVerdictOnlyChainUnreachable(t *testing.T) {
+	node, top := setup(t, "secret-chain-stalled")
+	wantCode(t, switchyard(t, nil, deployArgs(node, "--toplevel", top, "--output", "json")...), 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, deployArgs(node, "--output", "json")...)
+	cmd.Env = append(append(os.Environ(), fastEnv...), "DEPLOY_VERDICT_ONLY=1", "DEPLOY_CHAIN_STALL=300", "DEPLOY_CHAIN_TIMEOUT=300")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	sc := bufio.NewScanner(stdout)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	cut := false
+	for sc.Scan() {
+		out.WriteString(sc.Text() + "\n")
+		if !cut && strings.Contains(sc.Text(), "chain: waiting for") {
+			cut = true
+			if b, err := exec.CommandContext(ctx, "incus", "config", "device", "remove", node.Name, "ssh").CombinedOutput(); err != nil {
+				t.Fatalf("cutting the SSH forward: %v: %s", err, b)
+			}
+		}
+	}
+	r := run{stdout: out.String(), stderr: stderr.String()}
+	if err := cmd.Wait(); err != nil {
+		ee, ok := err.(*exec.ExitError)
+		if !ok {
+			t.Fatal(err)
+		}
+		r.code = ee.ExitCode()
+	}
+	if !cut {
+		t.Fatalf("the chain gate never waited:\n%s", r.stdout)
+	}
+	r.events = parseJSONLines(t, r.stdout)
+	wantCode(t, r, 3)
+	v := r.verdict(t)
+	if v["reachable"] != false || v["ok"] != false {
+		t.Errorf("verdict: reachable=%v ok=%v, want false, false", v["reachable"], v["ok"])
+	}
+	if reasons := strings.Join(strs(v["reasons"]), ";"); !strings.Contains(reasons, "node unreachable while waiting for the chain") {
+		t.Errorf("reasons %q", reasons)
 	}
 }
