@@ -262,3 +262,21 @@ func TestDeploySwitchResultUnreadIsError(t *testing.T) {
 		t.Errorf("reachable %v", v["reachable"])
 	}
 }
+
+// Issue 11 item 6: a node in rescue mode (systemctl is-system-running says
+// "maintenance") answers: it is reachable, and the reason names what systemd said,
+// never "unreachable". The incus transport reaches it without sshd, which rescue
+// mode stops.
+func TestDeployMaintenanceIsReachable(t *testing.T) {
+	node, top := setup(t, "healthy")
+	node.MustExec(t, "systemctl", "isolate", "rescue.target")
+	r := switchyard(t, []string{"DEPLOY_WAIT_TIMEOUT=3"},
+		"deploy", "--transport", "incus", "--target", node.Name, "--toplevel", top, "--output", "json")
+	wantCode(t, r, 3)
+	v := r.verdict(t)
+	reasons := strings.Join(strs(v["reasons"]), "; ")
+	if v["reachable"] != true || !strings.Contains(reasons, `systemd is "maintenance" (rescue or emergency mode)`) ||
+		strings.Contains(reasons, "unreachable") {
+		t.Errorf("reachable %v, reasons %q", v["reachable"], reasons)
+	}
+}
