@@ -3,6 +3,7 @@ package effects
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sort"
 	"strings"
@@ -71,18 +72,59 @@ func (r *run) cycleWatch(ctx context.Context) error {
 	return nil
 }
 
-// minLoopSamples is the fewest samples a restart-loop share is judged on.
-const minLoopSamples = 4
+// loopWatchLimit bounds the loop watch's waiting: a suspect that neither restarts
+// again nor stays up for a stable period (60 s) by then is judged as it is.
+const loopWatchLimit = 75 * time.Second
 
-// 13. loop watch
+// 13. loop watch: the units systemd restarted automatically and that have not been
+// up for a stable period since (verdict.LoopSuspects) are watched until their
+// cadence is known: sampled until systemd's restart counter shows a second restart,
+// or they stay up, fail, or loopWatchLimit passes. A loop slower than the earlier
+// phases' windows is found so. Then each suspect's restart history is read from the
+// journal, once, so the classifier measures the loop by systemd's record, across
+// passes, rather than by what the samples happened to catch.
 func (r *run) loopWatch(ctx context.Context) error {
-	for len(r.samples) < minLoopSamples {
+	if len(r.samples) == 0 {
+		r.sample(ctx)
+	}
+	deadline := time.Now().Add(loopWatchLimit)
+	for time.Now().Before(deadline) && r.cadenceUnknown() {
 		if err := sleep(ctx, r.d.poll); err != nil {
 			return stopWith(exitInfra, "%w", err)
 		}
 		r.sample(ctx)
 	}
+	final := r.samples[len(r.samples)-1]
+	r.restarts = map[string][]verdict.Restart{}
+	for _, name := range verdict.LoopSuspects(final) {
+		out, code, err := r.exec(ctx, verdict.RestartsArgv(name, final.Units[name].NRestarts)...)
+		if err == nil && code != 0 {
+			err = fmt.Errorf("journalctl exited %d", code)
+		}
+		var hist []verdict.Restart
+		if err == nil {
+			hist, err = verdict.ParseRestarts([]byte(out))
+		}
+		if err != nil {
+			// Judged from the samples alone (the classifier's fallback).
+			r.log("warn", "%s: loop watch: restart history of %s: %v", r.d.Node, name, err)
+			continue
+		}
+		r.restarts[name] = hist
+	}
 	return nil
+}
+
+// cadenceUnknown: some loop suspect of the last sample has restarted fewer times
+// than a loop needs, so whether it loops is not known yet.
+func (r *run) cadenceUnknown() bool {
+	final := r.samples[len(r.samples)-1]
+	for _, name := range verdict.LoopSuspects(final) {
+		if final.Units[name].NRestarts < verdict.MinLoopRestarts {
+			return true
+		}
+	}
+	return false
 }
 
 // 14. classify
@@ -96,8 +138,8 @@ func (r *run) classify(ctx context.Context) error {
 		Wanted:       r.wanted,
 		Activated:    final.Activated,
 		LoopGrace:    r.cfg.LoopGrace,
-		LoopingShare: r.cfg.LoopingShare,
 		SettleWindow: time.Duration(r.cfg.SettleAttempts) * r.d.poll,
+		Restarts:     r.restarts,
 	})
 	return nil
 }

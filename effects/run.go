@@ -39,6 +39,7 @@ type run struct {
 	samples       []verdict.Sample
 	lastReadErr   error // why the last sample could not be read, if it could not
 	cycleStart    int
+	restarts      map[string][]verdict.Restart // restart history of the loop suspects (loop watch)
 	owned         map[string]bool
 	wanted        map[string]bool
 	classes       verdict.Classes

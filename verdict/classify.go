@@ -26,16 +26,36 @@ type Input struct {
 	Wanted       map[string]bool // units linked from *.wants/ or *.requires/ in the closure
 	Activated    int64           // node unix seconds the running generation was activated
 	LoopGrace    time.Duration   // DEPLOY_LOOP_GRACE: default restart-loop budget
-	LoopingShare float64         // DEPLOY_LOOPING_BEFORE_GAP
 	SettleWindow time.Duration   // a start job older than this is stale
+	// Restarts is systemd's own restart history of the units LoopSuspects named, read
+	// from the journal (RestartsArgv, ParseRestarts) in the loop watch, oldest first.
+	// A unit without records is judged from the samples alone.
+	Restarts map[string][]Restart
 }
 
 // Loop is a unit in a restart loop.
 type Loop struct {
 	Unit       string `json:"unit"`
-	Restarts   int    `json:"restarts"`
+	Restarts   int    `json:"restarts"` // systemd's NRestarts
 	BudgetS    int    `json:"budget_s"`
 	OverBudget bool   `json:"over_budget"`
+	// LoopingS is how long the unit has been looping by the node's clock: from the
+	// loop's start (the activation of the running generation, or the end of the
+	// unit's last stable active period if later) to the final sample.
+	LoopingS int `json:"looping_s"`
+}
+
+// Pending is an owned unit still starting when the watch ended: activating, or
+// with a start job still queued.
+type Pending struct {
+	Unit string `json:"unit"`
+	// State is "activating/<substate>" (systemd's ActiveState and SubState, e.g.
+	// "activating/start") or "queued/<job state>" for a start job not yet running.
+	State string `json:"state"`
+	// AgeS is how long it has been starting: since systemd began the start
+	// (InactiveExitTimestamp) for an activating unit; since the first sample that
+	// showed the job for a queued one (a job carries no timestamp).
+	AgeS int `json:"age_s"`
 }
 
 // StaleJob is a start job still queued after the settle window.
@@ -47,8 +67,11 @@ type StaleJob struct {
 
 // SpawnFault is a unit systemd could not spawn for a host reason.
 type SpawnFault struct {
-	Unit   string `json:"unit"`
-	Status string `json:"status"` // e.g. "219/CGROUP"
+	Unit string `json:"unit"`
+	// Stage is the command whose status says it, StageStartPre, StageStart or
+	// StageStartPost, or StageNone ("") when no process ran (Status "resources").
+	Stage  string `json:"stage"`
+	Status string `json:"status"` // e.g. "219/CGROUP", or "resources"
 }
 
 // Classes are the unit classes of SPEC 4.2. Every list is nil when the final
@@ -62,6 +85,7 @@ type Classes struct {
 	SpawnFaults      []SpawnFault `json:"spawn_faults"`
 	SetAside         []string     `json:"set_aside"`
 	ConditionSkipped []string     `json:"condition_skipped"`
+	Pending          []Pending    `json:"pending"`
 }
 
 // loopBudgetVar is the Environment= assignment by which a unit sets its own budget.
@@ -82,9 +106,9 @@ func Classify(in Input) Classes {
 	for _, name := range sortedNames(final.Units) {
 		u := final.Units[name]
 		owned, wanted := in.owns(name), in.Wanted[name]
-		if status, ok := spawnFault(u); ok {
+		if stage, status, ok := spawnFault(u); ok {
 			// Never blamed on the closure: not failed, not set aside, not a loop.
-			c.SpawnFaults = append(c.SpawnFaults, SpawnFault{Unit: name, Status: status})
+			c.SpawnFaults = append(c.SpawnFaults, SpawnFault{Unit: name, Stage: stage, Status: status})
 			faulted[name] = true
 			continue
 		}
@@ -99,10 +123,7 @@ func Classify(in Input) Classes {
 		}
 	}
 	looping := map[string]bool{}
-	for _, name := range sortedNames(final.Units) {
-		if faulted[name] || final.Units[name].ActiveState == "failed" {
-			continue // reported as what it ended as
-		}
+	for _, name := range LoopSuspects(final) {
 		if l, ok := in.loop(name); ok {
 			c.RestartLoops = append(c.RestartLoops, l)
 			looping[name] = true
@@ -114,6 +135,7 @@ func Classify(in Input) Classes {
 		}
 	}
 	c.StaleJobs = in.staleJobs()
+	c.Pending = in.pending()
 	return c
 }
 
@@ -151,35 +173,44 @@ func conditionSkipped(u Unit) bool {
 // as stable: the end of the last stable period restarts a loop's clock.
 const stableFor = 60
 
-// loop judges one unit for a restart loop: seen restarting (auto-restart, or
-// NRestarts risen since the previous sample) in at least LoopingShare of the samples.
-func (in Input) loop(name string) (Loop, bool) {
-	seen := 0
-	stableEnd := int64(0) // node time of the last sample inside a stable active period
-	for i, s := range in.Samples {
-		u, ok := s.Units[name]
-		if !ok {
+// MinLoopRestarts is the fewest automatic restarts, with no stable period between
+// them, that make a restart loop: one restart is a crash, two show a cadence.
+const MinLoopRestarts = 2
+
+// stableNow: the unit is up and has been for a stable period, by systemd's clock.
+func stableNow(u Unit, now int64) bool {
+	return u.ActiveState == "active" && u.ActiveEnter != 0 && now-u.ActiveEnter >= stableFor
+}
+
+// LoopSuspects are the units of a sample that may be in a restart loop: systemd
+// restarted them automatically (NRestarts > 0, or waiting to restart) and they have
+// not been up for a stable period since. Failed units and spawn faults are reported
+// as what they ended as.
+func LoopSuspects(s Sample) []string {
+	var out []string
+	for _, name := range sortedNames(s.Units) {
+		u := s.Units[name]
+		if _, _, fault := spawnFault(u); fault || u.ActiveState == "failed" {
 			continue
 		}
-		prev, hadPrev := Unit{}, false
-		if i > 0 {
-			prev, hadPrev = in.Samples[i-1].Units[name]
-		}
-		if u.SubState == "auto-restart" || hadPrev && u.NRestarts > prev.NRestarts {
-			seen++
-		}
-		// A stable active period: up for at least stableFor by systemd's own clock.
-		// Seeing one invocation in two samples is not enough: a unit that crashes
-		// after a second is seen "active" by samples taken in that second.
-		if u.ActiveState == "active" && u.ActiveEnter != 0 && s.NodeNow-u.ActiveEnter >= stableFor {
-			stableEnd = s.NodeNow
+		if (u.NRestarts > 0 || autoRestart(u)) && !stableNow(u, s.NodeNow) {
+			out = append(out, name)
 		}
 	}
-	if seen == 0 || float64(seen) < in.LoopingShare*float64(len(in.Samples)) {
-		return Loop{}, false
-	}
+	return out
+}
+
+// loop judges one of LoopSuspects for a restart loop by systemd's own record: its restart
+// counter and timestamps, and the restart history the journal kept. The loop is
+// the run of automatic restarts since the end of the unit's last stable active
+// period; it counts once it holds MinLoopRestarts, whatever the sampling saw.
+func (in Input) loop(name string) (Loop, bool) {
 	final := in.Samples[len(in.Samples)-1]
 	u := final.Units[name]
+	restarts, start := in.loopSpan(name, u)
+	if restarts < MinLoopRestarts {
+		return Loop{}, false
+	}
 	budget := int(in.LoopGrace / time.Second)
 	if v, ok := envValue(u.Environment, loopBudgetVar); ok {
 		if n, err := strconv.Atoi(v); err == nil && n >= 0 {
@@ -187,18 +218,110 @@ func (in Input) loop(name string) (Loop, bool) {
 		}
 	}
 	// Looping time counts from the activation, or from the end of the last stable
-	// active period when later. An unknown activation falls back to the first sample,
+	// active period when later. An unknown start falls back to the first sample,
 	// the earliest moment the loop could have been seen.
-	start := in.Activated
+	start = max(start, in.Activated)
 	if start == 0 {
 		start = in.Samples[0].NodeNow
 	}
-	start = max(start, stableEnd)
-	over := false
+	l := Loop{Unit: name, Restarts: u.NRestarts, BudgetS: budget}
 	if final.NodeNow != 0 && start != 0 {
-		over = final.NodeNow-start > int64(budget)
+		l.LoopingS = int(max(final.NodeNow-start, 0))
+		l.OverBudget = l.LoopingS > budget
 	}
-	return Loop{Unit: name, Restarts: u.NRestarts, BudgetS: budget, OverBudget: over}, true
+	return l, true
+}
+
+// loopSpan is the number of automatic restarts in the unit's current loop and the
+// node time the loop began (0 unknown).
+//
+// From the journal's restart records (systemd's "Scheduled restart job, restart
+// counter is at N", logged when a restart is carried out): the records of the
+// current counter (NRestarts counts from the last start that was not automatic,
+// and from 0 again after reset-failed), walked back from the newest while the unit
+// could not have been up for a stable period between two of them. Between two
+// restarts the unit was up for their distance less its restart delay (RestartSec=
+// and the start itself), which systemd's timestamps give: the last time the unit
+// came back up (ActiveEnterTimestamp) less the time it went down before
+// (ActiveExitTimestamp). The loop began when the first of those restarts' runs
+// ended: its record less the delay.
+//
+// Without a history: NRestarts restarts, and the loop's start is the end of the
+// last stable period the samples saw, if any.
+func (in Input) loopSpan(name string, u Unit) (restarts int, start int64) {
+	hist := in.Restarts[name]
+	if len(hist) == 0 { // not read, or the journal kept nothing (Storage=none, rotated away)
+		for _, s := range in.Samples {
+			if v, ok := s.Units[name]; ok && stableNow(v, s.NodeNow) {
+				start = s.NodeNow
+			}
+		}
+		return u.NRestarts, start
+	}
+	series := currentSeries(hist)
+	delay := int64(0)
+	if u.ActiveEnter > u.ActiveExit && u.ActiveExit != 0 {
+		delay = u.ActiveEnter - u.ActiveExit
+	}
+	k := len(series) - 1
+	for k > 0 && series[k].At-series[k-1].At-delay < stableFor {
+		k--
+	}
+	return len(series) - k, series[k].At - delay
+}
+
+// currentSeries is the tail of hist (oldest first) that belongs to the unit's
+// current restart counter: the records after the last one whose counter did not
+// rise (the counter was reset by a start that was not automatic, or a reboot).
+func currentSeries(hist []Restart) []Restart {
+	i := len(hist) - 1
+	for i > 0 && hist[i].Counter > hist[i-1].Counter {
+		i--
+	}
+	return hist[max(i, 0):]
+}
+
+// pending are the owned units of the final sample still starting: activating
+// (not a unit waiting to restart: that is a loop's business) or with a start job
+// queued. nil when the units or the jobs were not read.
+func (in Input) pending() []Pending {
+	final := in.Samples[len(in.Samples)-1]
+	if final.Jobs == nil {
+		return nil
+	}
+	out := []Pending{}
+	seen := map[string]bool{}
+	for _, name := range sortedNames(final.Units) {
+		u := final.Units[name]
+		if !in.owns(name) || u.ActiveState != "activating" || autoRestart(u) {
+			continue
+		}
+		age := 0
+		if u.InactiveExit != 0 && final.NodeNow != 0 {
+			age = int(max(final.NodeNow-u.InactiveExit, 0))
+		}
+		out = append(out, Pending{Unit: name, State: "activating/" + u.SubState, AgeS: age})
+		seen[name] = true
+	}
+	for _, j := range final.Jobs {
+		if j.Type != "start" || seen[j.Unit] || !in.owns(j.Unit) {
+			continue
+		}
+		out = append(out, Pending{Unit: j.Unit, State: "queued/" + j.Stat, AgeS: int(final.At.Sub(in.firstSeen(j)) / time.Second)})
+		seen[j.Unit] = true
+	}
+	slices.SortFunc(out, func(a, b Pending) int { return strings.Compare(a.Unit, b.Unit) })
+	return out
+}
+
+// firstSeen is the host time of the first sample that had the job j.
+func (in Input) firstSeen(j Job) time.Time {
+	for _, s := range in.Samples {
+		if slices.ContainsFunc(s.Jobs, func(o Job) bool { return o.ID == j.ID && o.Unit == j.Unit }) {
+			return s.At
+		}
+	}
+	return in.Samples[len(in.Samples)-1].At
 }
 
 // cycling: the unit's active state or invocation changed in two or more cycle-watch
@@ -227,14 +350,7 @@ func (in Input) staleJobs() []StaleJob {
 		if j.Type != "start" {
 			continue
 		}
-		first := final.At
-		for _, s := range in.Samples {
-			if slices.ContainsFunc(s.Jobs, func(o Job) bool { return o.ID == j.ID && o.Unit == j.Unit }) {
-				first = s.At
-				break
-			}
-		}
-		if age := final.At.Sub(first); age >= in.SettleWindow {
+		if age := final.At.Sub(in.firstSeen(j)); age >= in.SettleWindow {
 			stale = append(stale, StaleJob{Unit: j.Unit, Job: j.Type, AgeS: int(age / time.Second)})
 		}
 	}

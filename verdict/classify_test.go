@@ -58,14 +58,15 @@ func loaded(name, load string) verdict.Unit {
 // empty are the classes of a node read with nothing to report.
 func empty() verdict.Classes {
 	return verdict.Classes{Failed: []string{}, RestartLoops: []verdict.Loop{}, Cycling: []string{},
-		StaleJobs: []verdict.StaleJob{}, SpawnFaults: []verdict.SpawnFault{}, SetAside: []string{}, ConditionSkipped: []string{}}
+		StaleJobs: []verdict.StaleJob{}, SpawnFaults: []verdict.SpawnFault{}, SetAside: []string{}, ConditionSkipped: []string{},
+		Pending: []verdict.Pending{}}
 }
 
 func TestClassify(t *testing.T) {
 	owned := map[string]bool{"web.service": true, "worker.service": true, "getty@.service": true, "skip.service": true}
 	wanted := map[string]bool{"web.service": true, "dep.service": true, "ghost.service": true, "maybe.service": true}
 	base := verdict.Input{Pass: verdict.PassDeploy, Owned: owned, Wanted: wanted, Activated: t0.Unix(),
-		LoopGrace: 600 * time.Second, LoopingShare: 0.3, SettleWindow: 30 * time.Second}
+		LoopGrace: 600 * time.Second, SettleWindow: 30 * time.Second}
 	with := func(edit func(c *verdict.Classes)) verdict.Classes {
 		c := empty()
 		edit(&c)
@@ -114,7 +115,8 @@ func TestClassify(t *testing.T) {
 				in.Samples[0].Units["worker.service"] = func(u verdict.Unit) verdict.Unit { u.ExecMainStatus = 214; return u }(in.Samples[0].Units["worker.service"])
 			},
 			want: with(func(c *verdict.Classes) {
-				c.SpawnFaults = []verdict.SpawnFault{{Unit: "other.service", Status: "226/NAMESPACE"}, {Unit: "web.service", Status: "219/CGROUP"}, {Unit: "worker.service", Status: "214/SETSCHEDULER"}}
+				c.SpawnFaults = []verdict.SpawnFault{{Unit: "other.service", Stage: "ExecStart", Status: "226/NAMESPACE"},
+					{Unit: "web.service", Stage: "ExecStart", Status: "219/CGROUP"}, {Unit: "worker.service", Stage: "ExecStart", Status: "214/SETSCHEDULER"}}
 			}),
 		},
 		{
@@ -150,7 +152,7 @@ func TestClassify(t *testing.T) {
 				sample(10, running("worker.service", 5, "c")), sample(14, running("worker.service", 7, "d")),
 			},
 			want: with(func(c *verdict.Classes) {
-				c.RestartLoops = []verdict.Loop{{Unit: "worker.service", Restarts: 7, BudgetS: 600}}
+				c.RestartLoops = []verdict.Loop{{Unit: "worker.service", Restarts: 7, BudgetS: 600, LoopingS: 14}}
 			}),
 		},
 		{
@@ -161,7 +163,7 @@ func TestClassify(t *testing.T) {
 				sample(31, running("worker.service", 7, "c", "A=b c", "DEPLOY_LOOP_BUDGET=30")),
 			},
 			want: with(func(c *verdict.Classes) {
-				c.RestartLoops = []verdict.Loop{{Unit: "worker.service", Restarts: 7, BudgetS: 30, OverBudget: true}}
+				c.RestartLoops = []verdict.Loop{{Unit: "worker.service", Restarts: 7, BudgetS: 30, OverBudget: true, LoopingS: 31}}
 			}),
 		},
 		{
@@ -174,7 +176,7 @@ func TestClassify(t *testing.T) {
 			},
 			// 45-20 = 25 s looping: within 30 s although 45 s since the activation
 			want: with(func(c *verdict.Classes) {
-				c.RestartLoops = []verdict.Loop{{Unit: "worker.service", Restarts: 5, BudgetS: 30}}
+				c.RestartLoops = []verdict.Loop{{Unit: "worker.service", Restarts: 5, BudgetS: 30, LoopingS: 25}}
 			}),
 		},
 		{
@@ -187,22 +189,16 @@ func TestClassify(t *testing.T) {
 			},
 			// looping since the activation (0): 35 s, over the 30 s budget
 			want: with(func(c *verdict.Classes) {
-				c.RestartLoops = []verdict.Loop{{Unit: "worker.service", Restarts: 6, BudgetS: 30, OverBudget: true}}
+				c.RestartLoops = []verdict.Loop{{Unit: "worker.service", Restarts: 6, BudgetS: 30, OverBudget: true, LoopingS: 35}}
 			}),
 		},
 		{
-			name: "restarting in too few samples is no loop",
+			name: "one restart is a crash, not a loop",
 			samples: []verdict.Sample{
 				sample(1, running("worker.service", 0, "a")), sample(2, running("worker.service", 1, "b")),
-				sample(3, running("worker.service", 1, "b")), sample(4, running("worker.service", 1, "b")),
+				sample(3, restarting("web.service", 1)), sample(4, running("worker.service", 1, "b")),
 			},
 			want: empty(),
-		},
-		{
-			name:    "share zero still needs one restart",
-			samples: []verdict.Sample{sample(1, active("web.service", "a")), sample(2, active("web.service", "a"))},
-			edit:    func(in *verdict.Input) { in.LoopingShare = 0 },
-			want:    empty(),
 		},
 		{
 			name: "a loop that hit its start limit is failed, not a loop",
@@ -255,7 +251,7 @@ func TestClassify(t *testing.T) {
 		{
 			name:    "jobs not read",
 			samples: []verdict.Sample{withJobs(sample(1, active("web.service", "a")))},
-			want:    with(func(c *verdict.Classes) { c.StaleJobs = nil }),
+			want:    with(func(c *verdict.Classes) { c.StaleJobs, c.Pending = nil, nil }),
 		},
 	}
 	for _, tc := range tests {

@@ -91,6 +91,7 @@ func TestWriteTextSpecExample(t *testing.T) {
   restart loops:   worker.service (7 restarts, budget 600s)
   cycling:         <none>
   stale jobs:      <none>
+  pending:         <none>
   spawn faults:    <none>
   set aside:       old-cron.service
   skipped:         <none>
@@ -109,7 +110,9 @@ func TestWriteTextSpecExample(t *testing.T) {
 func TestWriteTextLines(t *testing.T) {
 	c := empty()
 	c.StaleJobs = []verdict.StaleJob{{Unit: "x.service", Job: "start", AgeS: 120}}
-	c.SpawnFaults = []verdict.SpawnFault{{Unit: "y.service", Status: "219/CGROUP"}}
+	c.SpawnFaults = []verdict.SpawnFault{{Unit: "y.service", Stage: verdict.StageStartPre, Status: "219/CGROUP"},
+		{Unit: "z.service", Stage: verdict.StageNone, Status: verdict.StatusResources}}
+	c.Pending = []verdict.Pending{{Unit: "slow.service", State: "activating/start", AgeS: 42}}
 	c.RestartLoops = []verdict.Loop{{Unit: "a.service", Restarts: 1, BudgetS: 30, OverBudget: true}}
 	c.Failed = []string{"a.service", "b.service"}
 	v := verdict.Verdict{Node: "n", Target: "t", Pass: verdict.PassVerdictOnly, Reachable: true,
@@ -126,9 +129,10 @@ func TestWriteTextLines(t *testing.T) {
 		"  failed:          a.service, b.service\n",
 		"  restart loops:   a.service (1 restart, budget 30s, over budget)\n",
 		"  stale jobs:      x.service (start job, 120s)\n",
-		"  spawn faults:    y.service (219/CGROUP)\n",
+		"  pending:         slow.service (activating/start, 42s)\n",
+		"  spawn faults:    y.service (ExecStartPre 219/CGROUP), z.service (resources)\n",
 		"  strict units:    off\n",
-		"  result:          FAILED: restart loop over budget: a.service; chain gate: secret-agent.service failed\n",
+		"  result:          FAILED: restart loop over budget: a.service; chain gate: secret-agent.service failed; not settled: 1 unit still starting\n",
 	} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("text lacks %q:\n%s", want, b.String())
@@ -139,8 +143,18 @@ func TestWriteTextLines(t *testing.T) {
 	v.OK, v.ExitCode, _ = verdict.Decide(v)
 	b.Reset()
 	_ = v.WriteText(&b)
-	if want := "  result:          FAILED: switch never confirmed; 2 failed units; restart loop over budget: a.service; chain gate: secret-agent.service failed\n"; !strings.Contains(b.String(), want) {
+	if want := "  result:          FAILED: switch never confirmed; 2 failed units; restart loop over budget: a.service; chain gate: secret-agent.service failed; not settled: 1 unit still starting\n"; !strings.Contains(b.String(), want) {
 		t.Errorf("text lacks %q:\n%s", want, b.String())
+	}
+	// Pending units alone never fail the node; the result still says it had not settled.
+	v = verdict.Verdict{Node: "n", Target: "t", Pass: verdict.PassDeploy, Reachable: true, StrictUnits: true,
+		Switch: verdict.Switch{Result: verdict.SwitchOK}, Units: empty()}
+	v.Units.Pending = c.Pending
+	v.OK, v.ExitCode, v.Reasons = verdict.Decide(v)
+	b.Reset()
+	_ = v.WriteText(&b)
+	if want := "  result:          ok, not settled: 1 unit still starting\n"; !v.OK || !strings.Contains(b.String(), want) {
+		t.Errorf("ok %v; text lacks %q:\n%s", v.OK, want, b.String())
 	}
 }
 
@@ -152,8 +166,8 @@ func TestVerdictJSON(t *testing.T) {
 	}
 	want := `{"kind":"verdict","node":"web1","target":"ssh root@192.0.2.10:22","pass":"deploy","reachable":true,` +
 		`"toplevel":"/nix/store/new","previous":"/nix/store/old","switch":{"result":"ok","exit_code":0},"system_state":"degraded",` +
-		`"units":{"failed":["nginx.service"],"restart_loops":[{"unit":"worker.service","restarts":7,"budget_s":600,"over_budget":false}],` +
-		`"cycling":[],"stale_jobs":[],"spawn_faults":[],"set_aside":["old-cron.service"],"condition_skipped":[]},` +
+		`"units":{"failed":["nginx.service"],"restart_loops":[{"unit":"worker.service","restarts":7,"budget_s":600,"over_budget":false,"looping_s":0}],` +
+		`"cycling":[],"stale_jobs":[],"spawn_faults":[],"set_aside":["old-cron.service"],"condition_skipped":[],"pending":[]},` +
 		`"strict_units":true,"boot_entry":"/nix/store/new","ok":false,"exit_code":1,"reasons":["failed unit: nginx.service"],` +
 		`"phases_ms":{"build":0,"push":812,"switch":2100}}`
 	if diff := cmp.Diff(want, string(b)); diff != "" {
@@ -166,7 +180,7 @@ func TestVerdictJSON(t *testing.T) {
 	}
 	want = `{"kind":"verdict","node":"web1","target":"","pass":"","reachable":false,"toplevel":"","previous":"",` +
 		`"switch":{"result":"","exit_code":0},"system_state":null,"units":{"failed":null,"restart_loops":null,"cycling":null,` +
-		`"stale_jobs":null,"spawn_faults":null,"set_aside":null,"condition_skipped":null},"strict_units":false,"boot_entry":"",` +
+		`"stale_jobs":null,"spawn_faults":null,"set_aside":null,"condition_skipped":null,"pending":null},"strict_units":false,"boot_entry":"",` +
 		`"ok":false,"exit_code":0,"reasons":[],"phases_ms":{}}`
 	if diff := cmp.Diff(want, string(b)); diff != "" {
 		t.Errorf("JSON of an empty verdict (-want +got):\n%s", diff)

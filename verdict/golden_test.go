@@ -75,7 +75,30 @@ func loadRecording(t *testing.T, name string) (recording, []verdict.Sample) {
 	return rec, samples
 }
 
-var recordings = []string{"healthy", "severed-bus", "failed-unit", "restart-loop", "condition-skipped", "spawn-fault", "cycling-stale"}
+// loadRestarts parses the restart histories recorded with a scenario (journalctl
+// output of verdict.RestartsArgv, one file per unit); nil when none were recorded.
+func loadRestarts(t *testing.T, name string, rec recording) map[string][]verdict.Restart {
+	t.Helper()
+	if len(rec.Restarts) == 0 {
+		return nil
+	}
+	out := map[string][]verdict.Restart{}
+	for unit, file := range rec.Restarts {
+		b, err := os.ReadFile(filepath.Join("testdata", name, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		hist, err := verdict.ParseRestarts(b)
+		if err != nil {
+			t.Fatalf("%s/%s: %v", name, file, err)
+		}
+		out[unit] = hist
+	}
+	return out
+}
+
+var recordings = []string{"healthy", "severed-bus", "failed-unit", "restart-loop", "condition-skipped", "spawn-fault", "cycling-stale",
+	"cgroup-spawn", "slow-loop", "late-loop", "pending-start"}
 
 // TestParseSampleGolden parses recorded samples, real output of ReadScript on
 // test-bed nodes, against their goldens: the first and the final sample of each
@@ -151,6 +174,10 @@ func TestVerdictGolden(t *testing.T) {
 		{name: "condition-skipped", rec: "condition-skipped", pass: verdict.PassDeploy, strict: true},
 		{name: "spawn-fault", rec: "spawn-fault", pass: verdict.PassDeploy, strict: true},
 		{name: "cycling-stale", rec: "cycling-stale", pass: verdict.PassDeploy, strict: true},
+		{name: "cgroup-spawn", rec: "cgroup-spawn", pass: verdict.PassDeploy, strict: true},
+		{name: "slow-loop", rec: "slow-loop", pass: verdict.PassDeploy, strict: true},
+		{name: "late-loop-verdict-only", rec: "late-loop", pass: verdict.PassVerdictOnly, strict: true},
+		{name: "pending-start", rec: "pending-start", pass: verdict.PassDeploy, strict: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -167,8 +194,8 @@ func TestVerdictGolden(t *testing.T) {
 				Wanted:       set(rec.Wanted, rec.StandIn.Wanted),
 				Activated:    final.Activated,
 				LoopGrace:    600 * time.Second,
-				LoopingShare: 0.3,
 				SettleWindow: 10 * time.Second,
+				Restarts:     loadRestarts(t, tc.rec, rec),
 			})
 			golden(t, filepath.Join("testdata", "golden", tc.name+".classes.json"), jsonIndent(t, classes))
 

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -36,7 +37,10 @@ type recording struct {
 	StandIn    standIn          `json:"stand_in,omitempty"`
 	Samples    []recordedSample `json:"samples"`
 	CycleStart int              `json:"cycle_start"`
-	Notes      string           `json:"notes"`
+	// Restarts names, per unit, the file holding its restart history as the loop
+	// watch reads it (journalctl output of verdict.RestartsArgv after the last sample).
+	Restarts map[string]string `json:"restarts,omitempty"`
+	Notes    string            `json:"notes"`
 }
 
 // standIn lists units installed on the node by hand after the switch, standing in
@@ -70,7 +74,9 @@ func TestRecord(t *testing.T) {
 		samples       int
 		every         time.Duration
 		cycleStart    int
+		before        func(t *testing.T, n *testbed.Node) // before the switch
 		after         func(t *testing.T, n *testbed.Node) // right after the switch, before sampling
+		history       []string                            // units whose restart history is read after the last sample
 		notes         string
 	}{
 		{name: "healthy", closure: "healthy", samples: 3, every: 2 * time.Second, cycleStart: 1,
@@ -120,6 +126,45 @@ func TestRecord(t *testing.T) {
 				_, _ = n.Exec(ctx, "systemctl", "start", "--no-block", "tick.timer", "slow.service", "waiter.service")
 			},
 			notes: "healthy closure plus hand-installed units: tick.timer runs tick.service every 2 s (cycling), slow.service's start job runs for 10 minutes and waiter.service's start job waits for it (stale start jobs), badset.service has no ExecStart (bad-setting), ghost.service is wanted but has no unit file (not-found)"},
+		{name: "cgroup-spawn", closure: "cgroup-starved", samples: 3, every: 2 * time.Second, cycleStart: 1,
+			before: func(t *testing.T, n *testbed.Node) {
+				n.MustExec(t, "sh", "-c", "mkdir -p /sys/fs/cgroup/unified/starved.slice && echo 0 > /sys/fs/cgroup/unified/starved.slice/cgroup.max.descendants")
+			},
+			hand:    []handUnit{{name: "forkless.service", text: "[Unit]\nDescription=started while PID 1 cannot fork\n[Service]\nExecStart=/bin/sleep 3600\n"}},
+			standIn: standIn{Owned: []string{"forkless.service"}},
+			after: func(t *testing.T, n *testbed.Node) {
+				// PID 1's own pids cgroup allows no second task for the start: systemd
+				// cannot fork, the start fails with Result=resources and no process.
+				n.MustExec(t, "sh", "-c", "p=/sys/fs/cgroup/pids/init.scope/pids.max; echo 1 > $p; systemctl start forkless.service; echo max > $p")
+				// The sweep: restart the failed wanted units. It also gives back the
+				// ExecStartPre= status, which systemd does not keep across the
+				// daemon-reload that installed forkless.service.
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				_, _ = n.Exec(ctx, "systemctl", "restart", "cgroup-starved.service", "cgroup-starved-pre.service")
+			},
+			notes: "cgroup-starved closure switched after the test made /sys/fs/cgroup/unified/starved.slice with cgroup.max.descendants=0: cgroup-starved.service fails 219/CGROUP in its main process, cgroup-starved-pre.service in its ExecStartPre=; forkless.service (hand-installed) was started while /sys/fs/cgroup/pids/init.scope/pids.max was 1: Result=resources, no process; then both cgroup-starved units restarted (the sweep)"},
+		{name: "slow-loop", closure: "slow-loop", samples: 10, every: 5 * time.Second, cycleStart: 2, history: []string{"slow-loop.service"},
+			notes: "slow-loop closure: slow-loop.service is up 20 s, crashes, is restarted at once (RestartSec=100ms); 10 samples 5 s apart, then its restart history"},
+		{name: "late-loop", closure: "late-loop", samples: 4, every: 3 * time.Second, cycleStart: 1, history: []string{"late-loop.service"},
+			after: func(t *testing.T, n *testbed.Node) {
+				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+				defer cancel()
+				for {
+					out, err := n.Exec(ctx, "systemctl", "show", "--value", "--property=NRestarts", "late-loop.service")
+					if err != nil {
+						t.Fatal(err)
+					}
+					if n, _ := strconv.Atoi(strings.TrimSpace(out)); n >= 3 {
+						return
+					}
+					time.Sleep(2 * time.Second)
+				}
+			},
+			notes: "late-loop closure: late-loop.service ran 70 s, then crashes every second (RestartSec=1, DEPLOY_LOOP_BUDGET=60); sampled once it had restarted 3 times, 4 samples 3 s apart, then its restart history"},
+		{name: "pending-start", closure: "pending-start", samples: 3, every: 3 * time.Second, cycleStart: 1,
+			after: func(t *testing.T, n *testbed.Node) { time.Sleep(2 * time.Second) },
+			notes: "pending-start closure: slow-start.timer starts slow-start.service (a oneshot sleeping 10 minutes) a second after the switch; 3 samples 3 s apart"},
 	}
 	for _, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) {
@@ -130,6 +175,9 @@ func TestRecord(t *testing.T) {
 				CycleStart: sc.cycleStart, Notes: sc.notes}
 			rec.Owned, rec.Wanted = closureUnits(t, top)
 			rec.Previous = node.Readlink(t, "/run/current-system")
+			if sc.before != nil {
+				sc.before(t, node)
+			}
 			node.CopyClosure(t, top)
 			rec.SwitchExit = node.Switch(t, top, "switch")
 			// finalize (phase 17): point the system profile at the new toplevel, so the
@@ -149,6 +197,7 @@ func TestRecord(t *testing.T) {
 				}
 				rec.Samples = append(rec.Samples, recordSample(t, node, dir, i))
 			}
+			rec.Restarts = recordRestarts(t, node, dir, sc.history)
 			writeRecording(t, dir, rec)
 			if sc.name == "healthy" {
 				recordSeveredBus(t, node, rec)
@@ -191,6 +240,35 @@ func recordSample(t *testing.T, node *testbed.Node, dir string, i int) recordedS
 		t.Fatal(err)
 	}
 	return recordedSample{File: name, At: at}
+}
+
+// recordRestarts reads each unit's restart history as the loop watch does
+// (verdict.RestartsArgv with the unit's NRestarts) into restarts-<unit>.json.
+func recordRestarts(t *testing.T, node *testbed.Node, dir string, units []string) map[string]string {
+	t.Helper()
+	if len(units) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	files := map[string]string{}
+	for _, u := range units {
+		n, err := node.Exec(ctx, "systemctl", "show", "--value", "--property=NRestarts", u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		count, _ := strconv.Atoi(strings.TrimSpace(n))
+		out, err := node.Exec(ctx, verdict.RestartsArgv(u, count)...)
+		if err != nil {
+			t.Fatalf("restart history of %s: %v", u, err)
+		}
+		name := "restarts-" + u + ".json"
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(out), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		files[u] = name
+	}
+	return files
 }
 
 func writeRecording(t *testing.T, dir string, rec recording) {

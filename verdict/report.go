@@ -75,9 +75,10 @@ func (v Verdict) WriteText(w io.Writer) error {
 	line("stale jobs", list(v.Units.StaleJobs, func(j StaleJob) string {
 		return fmt.Sprintf("%s (%s job, %ds)", j.Unit, j.Job, j.AgeS)
 	}))
-	line("spawn faults", list(v.Units.SpawnFaults, func(f SpawnFault) string {
-		return fmt.Sprintf("%s (%s)", f.Unit, f.Status)
+	line("pending", list(v.Units.Pending, func(p Pending) string {
+		return fmt.Sprintf("%s (%s, %ds)", p.Unit, p.State, p.AgeS)
 	}))
+	line("spawn faults", list(v.Units.SpawnFaults, spawnFaultText))
 	line("set aside", list(v.Units.SetAside, func(s string) string { return s }))
 	line("skipped", list(v.Units.ConditionSkipped, func(s string) string { return s }))
 	line("strict units", map[bool]string{true: "on", false: "off"}[v.StrictUnits])
@@ -102,6 +103,14 @@ func list[T any](items []T, text func(T) string) string {
 		parts[i] = text(it)
 	}
 	return strings.Join(parts, ", ")
+}
+
+// spawnFaultText: "y.service (ExecStartPre 214/SETSCHEDULER)", "z.service (resources)".
+func spawnFaultText(f SpawnFault) string {
+	if f.Stage == StageNone {
+		return fmt.Sprintf("%s (%s)", f.Unit, f.Status)
+	}
+	return fmt.Sprintf("%s (%s %s)", f.Unit, f.Stage, f.Status)
 }
 
 func loopText(l Loop) string {
@@ -129,8 +138,18 @@ func switchText(s Switch) string {
 
 // resultText is "ok", or "FAILED: " and a short summary of why. Reasons a caller
 // added beyond Decide's own (a failed chain gate) are named as they are.
+//
+// A node with pending units had not settled when the watch ended: that is said on
+// the same line ("ok, not settled: 1 unit still starting"), never a failure itself.
 func resultText(v Verdict) string {
+	unsettled := ""
+	if n := len(v.Units.Pending); n > 0 {
+		unsettled = fmt.Sprintf("not settled: %s still starting", plural(n, "unit"))
+	}
 	if v.OK {
+		if unsettled != "" {
+			return "ok, " + unsettled
+		}
 		return "ok"
 	}
 	var parts, own []string
@@ -145,6 +164,9 @@ func resultText(v Verdict) string {
 	}
 	if len(parts) == 0 {
 		parts = append(parts, fmt.Sprintf("exit %d", v.ExitCode))
+	}
+	if unsettled != "" {
+		parts = append(parts, unsettled)
 	}
 	return "FAILED: " + strings.Join(parts, "; ")
 }
