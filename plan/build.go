@@ -31,15 +31,18 @@ func EvalArgv(b Build) []string {
 }
 
 // evalEnvironment is what a node's evaluation keeps of the caller's environment: the
-// variables Nix itself reads to reach its store, its daemon and its configuration, and
-// the home and temporary directories. Nothing else reaches it: builtins.getEnv of any
-// other name reads "" (a read nixos_conf would not cover; tree files that name one are
-// refused when planning), and NIX_PATH is gone.
+// variables Nix itself reads to reach its store, its daemon, its configuration and the
+// network (a fetcher pinned by hash), and the home and temporary directories. Nothing
+// else reaches it: builtins.getEnv of any other name reads "" (a read nixos_conf would
+// not cover; tree files that name one are refused when planning), and NIX_PATH is gone.
 var evalEnvironment = []string{
 	"HOME", "TMPDIR",
 	"NIX_REMOTE", "NIX_DAEMON_SOCKET_PATH", "NIX_STORE_DIR", "NIX_STATE_DIR", "NIX_LOG_DIR",
 	"NIX_CONF_DIR", "NIX_USER_CONF_FILES", "NIX_CONFIG",
 	"XDG_CONFIG_HOME", "XDG_CONFIG_DIRS", "XDG_CACHE_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME",
+	"NIX_SSL_CERT_FILE", "SSL_CERT_FILE",
+	"http_proxy", "https_proxy", "ftp_proxy", "all_proxy", "no_proxy",
+	"HTTP_PROXY", "HTTPS_PROXY", "FTP_PROXY", "ALL_PROXY", "NO_PROXY",
 }
 
 // EvalEnv is the environment EvalArgv runs in (exec.Cmd.Env): the variables of
