@@ -84,9 +84,17 @@ func readInputs(def *definition.Definition, stateDir string) (inputs, error) {
 	if err != nil {
 		return inputs{}, fmt.Errorf("reading the tree: %w", err)
 	}
+	nixpkgs, err := NixpkgsInput(def.Tree, def.Nixpkgs)
+	if err != nil {
+		return inputs{}, err
+	}
+	// nixpkgs in the tree reads the environment for impure use (~/.config/nixpkgs);
+	// evaluated without it, it takes its defaults.
+	vendored, inTree := strings.CutPrefix(nixpkgs, "tree ")
 	for _, f := range files {
 		// deployment.nix is evaluated with the environment, to data the plan holds.
-		if f.Kind == "symlink" || f.Kind == "outside" || !strings.HasSuffix(f.Path, ".nix") || f.Path == definition.NixFile {
+		if f.Kind == "symlink" || f.Kind == "outside" || !strings.HasSuffix(f.Path, ".nix") || f.Path == definition.NixFile ||
+			inTree && strings.HasPrefix(f.Path, vendored+"/") {
 			continue
 		}
 		if reads := tree.EnvReads(f.Content); len(reads) > 0 {
@@ -98,10 +106,6 @@ func readInputs(def *definition.Definition, stateDir string) (inputs, error) {
 			return inputs{}, &field.Error{Source: f.Path, Reason: fmt.Sprintf(
 				"line %d: %s reads the environment, which a node's evaluation does not see: declare a coordinate of the method and read it from the plan (config.switchyard.plan.coordinates)", r.Line, what)}
 		}
-	}
-	nixpkgs, err := NixpkgsInput(def.Tree, def.Nixpkgs)
-	if err != nil {
-		return inputs{}, err
 	}
 	return inputs{files: files, treeDigest: TreeDigest(files), nixpkgs: nixpkgs}, nil
 }

@@ -195,3 +195,30 @@ derivation {
 		}
 	}
 }
+
+// nixpkgs kept in the tree reads the environment for impure use; it is not the
+// operator's module and is not refused (evaluated without the environment, it takes its
+// defaults).
+func TestVendoredNixpkgsGetEnvNotRefused(t *testing.T) {
+	tree := inputTree(t)
+	writeTestFile(t, filepath.Join(tree, "nixpkgs", "pkgs", "top-level", "impure.nix"), `{ home = builtins.getEnv "HOME"; }`)
+	defFile := filepath.Join(tree, "deployment.json")
+	b, err := os.ReadFile(defFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var def map[string]any
+	if err := json.Unmarshal(b, &def); err != nil {
+		t.Fatal(err)
+	}
+	def["nixpkgs"] = map[string]any{"_repoPath": "nixpkgs"}
+	b, _ = json.Marshal(def)
+	writeTestFile(t, defFile, string(b))
+	if _, err := tryCompute(t, tree, run{}); err != nil {
+		t.Errorf("nixpkgs in the tree refused: %v", err)
+	}
+	writeTestFile(t, filepath.Join(tree, "lib", "impure.nix"), `{ home = builtins.getEnv "HOME"; }`)
+	if _, err := tryCompute(t, tree, run{}); err == nil || !strings.Contains(err.Error(), "lib/impure.nix") {
+		t.Errorf("a getEnv outside nixpkgs: %v", err)
+	}
+}
