@@ -24,6 +24,9 @@ type Options struct {
 	Group string
 	// Nodes is a subset of the picked group's enabled nodes; empty: all of them.
 	Nodes []string
+	// Exclude is switchyard's own files that may lie in the tree and are no input
+	// (the saved plan of plan --out and apply --plan); "" is ignored.
+	Exclude []string
 }
 
 // Plan is the plans of one run: the merged deployment and each picked node's plan.
@@ -54,7 +57,7 @@ func Compute(d *merge.Deployment, coords *coordinates.Reader, opt Options) (*Pla
 	for _, c := range d.Method.Coordinates {
 		values[c.Name] = coords.Lookup(c.Name)
 	}
-	in, err := readInputs(d.Definition, stateDir)
+	in, err := readInputs(d.Definition, append([]string{stateDir}, opt.Exclude...))
 	if err != nil {
 		return nil, err
 	}
@@ -76,11 +79,11 @@ type inputs struct {
 	nixpkgs    string // NixpkgsInput
 }
 
-// readInputs reads the tree (but the state dir) and nixpkgs' identity, once per run. A
+// readInputs reads the tree (but exclude: the state dir...) and nixpkgs' identity, once per run. A
 // tree file that reads the environment is refused: the node's evaluation runs without
 // the caller's environment (EvalEnv), so the read would silently see nothing.
-func readInputs(def *definition.Definition, stateDir string) (inputs, error) {
-	files, err := def.Tree.Files([]string{stateDir})
+func readInputs(def *definition.Definition, exclude []string) (inputs, error) {
+	files, err := def.Tree.Files(exclude)
 	if err != nil {
 		return inputs{}, fmt.Errorf("reading the tree: %w", err)
 	}

@@ -9,7 +9,10 @@ import (
 	"testing"
 
 	"github.com/switchyard-nix/switchyard/nix/nixtest"
+	"github.com/switchyard-nix/switchyard/plan/coordinates"
 	"github.com/switchyard-nix/switchyard/plan/field"
+	"github.com/switchyard-nix/switchyard/plan/merge"
+	"github.com/switchyard-nix/switchyard/plan/method"
 	"github.com/switchyard-nix/switchyard/plan/plantest"
 )
 
@@ -220,5 +223,30 @@ func TestVendoredNixpkgsGetEnvNotRefused(t *testing.T) {
 	writeTestFile(t, filepath.Join(tree, "lib", "impure.nix"), `{ home = builtins.getEnv "HOME"; }`)
 	if _, err := tryCompute(t, tree, run{}); err == nil || !strings.Contains(err.Error(), "lib/impure.nix") {
 		t.Errorf("a getEnv outside nixpkgs: %v", err)
+	}
+}
+
+// A saved plan written into the tree (plan --out, then apply --plan) is switchyard's own
+// output, no input: the apply that reads it computes the nixos_conf the plan saved.
+func TestSavedPlanInTreeNoInput(t *testing.T) {
+	tree := inputTree(t)
+	saved := filepath.Join(tree, "saved-plan.json")
+	planned := compute(t, tree, run{}).Nodes[0].NixosConf
+	writeTestFile(t, saved, `{"nodes":{}}`)
+	def := load(t, tree)
+	m, _ := method.Lookup("ssh")
+	d, err := merge.Merge(def, m, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Compute(d, coordinates.Fixed(m.Coordinates, nil), Options{StateDir: filepath.Join(tree, ".switchyard"), Exclude: []string{saved, ""}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Nodes[0].NixosConf != planned {
+		t.Error("the saved plan in the tree changed nixos_conf")
+	}
+	if compute(t, tree, run{}).Nodes[0].NixosConf == planned {
+		t.Error("a file in the tree not excluded left nixos_conf unchanged")
 	}
 }

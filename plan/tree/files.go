@@ -35,14 +35,21 @@ const StoreDir = "/nix/store/"
 // every node's input. That costs an evaluation when an unrelated file changes, never a
 // missed redeploy.
 //
-// Version-control directories and the directories in exclude (the state dir) are left
-// out. A symlink is its target text; one that leads out of the tree (to a file or a
+// Version-control directories and the paths in exclude (the state dir, a saved plan)
+// are left out. A symlink is its target text; one that leads out of the tree (to a file or a
 // directory) is also an "outside" entry holding Content of what it reaches, since the
 // evaluation reads through it.
 func (t *Tree) Files(exclude []string) ([]File, error) {
 	var ex []string
 	for _, e := range exclude {
-		if real, err := filepath.EvalSymlinks(e); err == nil {
+		if e == "" {
+			continue
+		}
+		abs, err := filepath.Abs(e)
+		if err != nil {
+			return nil, err
+		}
+		if real, err := filepath.EvalSymlinks(abs); err == nil {
 			ex = append(ex, real)
 		}
 	}

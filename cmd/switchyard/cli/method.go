@@ -213,7 +213,8 @@ func (mr *methodRun) run(ctx context.Context) (int, error) {
 		return ExitRefused, err
 	}
 	p, err := plan.Compute(d, coordinates.Environment(mr.m.Coordinates), plan.Options{
-		StateDir: mr.f.stateDir, Group: mr.f.group, Nodes: mr.f.nodes})
+		StateDir: mr.f.stateDir, Group: mr.f.group, Nodes: mr.f.nodes,
+		Exclude: []string{mr.f.planOut, mr.f.planIn}})
 	if err != nil {
 		return exitFor(err), err
 	}
