@@ -259,15 +259,25 @@ func (in Input) loopSpan(name string, u Unit) (restarts int, start int64) {
 		return u.NRestarts, start
 	}
 	series := currentSeries(hist)
-	delay := int64(0)
-	if u.ActiveEnter > u.ActiveExit && u.ActiveExit != 0 {
-		delay = u.ActiveEnter - u.ActiveExit
-	}
+	delay := in.restartDelay(name)
 	k := len(series) - 1
 	for k > 0 && series[k].At-series[k-1].At-delay < stableFor {
 		k--
 	}
 	return len(series) - k, series[k].At - delay
+}
+
+// restartDelay is the unit's time from going down to being up again, from the
+// latest sample that saw it up after a restart (while it waits to restart, its
+// ActiveExitTimestamp is newer than its ActiveEnterTimestamp); 0 when none did.
+func (in Input) restartDelay(name string) int64 {
+	for i := len(in.Samples) - 1; i >= 0; i-- {
+		u, ok := in.Samples[i].Units[name]
+		if ok && u.ActiveExit != 0 && u.ActiveEnter > u.ActiveExit {
+			return u.ActiveEnter - u.ActiveExit
+		}
+	}
+	return 0
 }
 
 // currentSeries is the tail of hist (oldest first) that belongs to the unit's

@@ -56,7 +56,7 @@ func TestClassifyLoopsBySystemdsRecord(t *testing.T) {
 			},
 			// a day-old restart (counter 1), stable since; the loop began at 82
 			restarts: map[string][]verdict.Restart{"late.service": history(-80000, 1, 83, 2, 85, 3, 87, 4, 89, 5, 91, 6, 93, 7, 95, 8, 97, 9, 99, 10)},
-			want:     []verdict.Loop{{Unit: "late.service", Restarts: 10, BudgetS: 30, LoopingS: 21}},
+			want:     []verdict.Loop{{Unit: "late.service", Restarts: 10, BudgetS: 30, LoopingS: 22}},
 		},
 		{
 			name:      "the same loop past its budget",
@@ -73,6 +73,15 @@ func TestClassifyLoopsBySystemdsRecord(t *testing.T) {
 			restarts: map[string][]verdict.Restart{"slowretry.service": history(399, 1, 699, 2, 999, 3)},
 			// the loop began when the run before the first restart ended: 399-299
 			want: []verdict.Loop{{Unit: "slowretry.service", Restarts: 3, BudgetS: 600, OverBudget: true, LoopingS: 900}},
+		},
+		{
+			name: "the restart delay from an earlier sample when the unit is down at the end",
+			samples: []verdict.Sample{
+				sample(1000, cameBack(running("slowretry.service", 3, "d"), 700, 999)),
+				sample(1010, restarting("slowretry.service", 3)),
+			},
+			restarts: map[string][]verdict.Restart{"slowretry.service": history(399, 1, 699, 2, 999, 3)},
+			want:     []verdict.Loop{{Unit: "slowretry.service", Restarts: 3, BudgetS: 600, OverBudget: true, LoopingS: 910}},
 		},
 		{
 			name:     "records of an earlier counter (reset by a manual start) are not this loop",
