@@ -280,3 +280,19 @@ func TestDeployMaintenanceIsReachable(t *testing.T) {
 		t.Errorf("reachable %v, reasons %q", v["reachable"], reasons)
 	}
 }
+
+// Issue 11 item 6: the connection drops right after the switch's result was read
+// (sshd down for 5 s): confirm's readlink of /run/current-system is retried through
+// the reconnect, as the switch-result phase is, instead of failing the node (exit 3).
+func TestDeployConfirmAfterBounce(t *testing.T) {
+	node, top := setup(t, "bounces-after-switch")
+	r := switchyard(t, nil, deployArgs(node, "--toplevel", top, "--output", "json")...)
+	wantCode(t, r, 0)
+	v := r.verdict(t)
+	if sw := v["switch"].(map[string]any); sw["result"] != "ok" || v["ok"] != true || v["boot_entry"] != top {
+		t.Errorf("verdict %v", v)
+	}
+	if got := node.Readlink(t, "/run/current-system"); got != top {
+		t.Errorf("the node runs %q, want %q", got, top)
+	}
+}

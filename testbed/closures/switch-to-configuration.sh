@@ -247,4 +247,16 @@ for u in $wanted $changed $restart; do
 		rc=4
 	fi
 done
+
+# etc/switchyard-test/bounce-after-switch holds seconds: a process left in the switch's
+# unit cuts the node's SSH sessions and keeps sshd down that long once the unit is
+# stopped (the deployer stops it right after reading the result), like an activation
+# whose sshd or network restart lands late.
+if [ "$action" = switch ] && [ -f "$top/etc/switchyard-test/bounce-after-switch" ]; then
+	secs=$(cat "$top/etc/switchyard-test/bounce-after-switch")
+	(
+		trap 'systemctl stop ssh.service; pkill -f "^sshd: "; sleep "$secs"; systemctl start ssh.service; exit 0' TERM
+		while :; do sleep 1; done
+	) </dev/null >/dev/null 2>&1 &
+fi
 exit $rc

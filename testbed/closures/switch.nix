@@ -20,4 +20,13 @@
     wants."multi-user.target" = [ "hello.service" ];
     files."etc/switchyard-test/switch-delay" = "3600";
   };
+
+  # Healthy, but SSH goes down for 5 s right after the deployer has read the switch's
+  # result (when it stops the switch's unit): the next command meets a dead connection.
+  bounces-after-switch = toplevel {
+    name = "bounces-after-switch";
+    units."hello.service" = hello;
+    wants."multi-user.target" = [ "hello.service" ];
+    files."etc/switchyard-test/bounce-after-switch" = "5";
+  };
 }
