@@ -296,3 +296,24 @@ func TestDeployConfirmAfterBounce(t *testing.T) {
 		t.Errorf("the node runs %q, want %q", got, top)
 	}
 }
+
+// Issue 11 item 9: finalize fails after the report (the system profile cannot be
+// set): conclude settles the node's exit code at 3 and a log event names why the
+// exit code is not the reported verdict's.
+func TestDeployFinalizeFailsAfterReport(t *testing.T) {
+	node, top := setup(t, "healthy")
+	// A directory where the profile's link belongs: nix-env cannot set it.
+	node.MustExec(t, "sh", "-c", "rm -f /nix/var/nix/profiles/system && mkdir -p /nix/var/nix/profiles/system/blocked")
+	r := switchyard(t, nil, deployArgs(node, "--toplevel", top, "--output", "json")...)
+	wantCode(t, r, 3)
+	v := r.verdict(t)
+	if v["exit_code"] != 0.0 || v["ok"] != true {
+		t.Errorf("the reported verdict %v, want ok (finalize runs after the report)", v)
+	}
+	if n := countLogs(r, "web1", "conclude: exit 3, not the reported verdict's 0: finalize: "); n != 1 {
+		t.Errorf("conclude named the raised exit code %d times, want once: %q", n, logMsgs(r))
+	}
+	if sum := r.events[len(r.events)-1]; sum["exit_code"] != 3.0 {
+		t.Errorf("summary %v", sum)
+	}
+}
