@@ -18,7 +18,6 @@ type Config struct {
 	SettleAttempts int
 	CycleInterval  time.Duration
 	CycleWindows   int
-	LoopingShare   float64
 	EvalCacheDir   string
 	WaitTimeout    time.Duration
 	SwitchTimeout  time.Duration
@@ -66,12 +65,15 @@ var Variables = []Variable{
 		c.CycleWindows, err = parseCount(v, 0)
 		return err
 	}},
-	{"DEPLOY_LOOPING_BEFORE_GAP", "0.3", "share of samples restarting that makes a restart loop", func(c *Config, v string) error {
+	// Restart loops are no longer judged by a share of samples but by systemd's own
+	// restart records (verdict.Input.loop), so the share has nothing left to tune. It
+	// is still read and checked: a caller that sets it keeps working, and a typo in it
+	// is still refused by name rather than ignored.
+	{"DEPLOY_LOOPING_BEFORE_GAP", "0.3", "accepted for compatibility and checked (a share in (0, 1]); restart loops are measured by systemd's restart records, not by a share of samples", func(c *Config, v string) error {
 		f, err := strconv.ParseFloat(v, 64)
 		if err != nil || !(f > 0 && f <= 1) {
 			return fmt.Errorf("%q is not a share between 0 (excluded) and 1", v)
 		}
-		c.LoopingShare = f
 		return nil
 	}},
 	{"DEPLOY_EVAL_CACHE_DIR", "$XDG_CACHE_HOME/switchyard/eval", "eval cache directory", func(c *Config, v string) error {

@@ -16,7 +16,7 @@ func TestConfigDefaults(t *testing.T) {
 	want := Config{
 		StrictUnits: true, VerdictOnly: false, ChainTimeout: 600 * time.Second, ChainStall: 120 * time.Second,
 		LoopGrace: 600 * time.Second, SettleAttempts: 12, CycleInterval: 5 * time.Second, CycleWindows: 4,
-		LoopingShare: 0.3, EvalCacheDir: "/c/switchyard/eval", WaitTimeout: 30 * time.Second,
+		EvalCacheDir: "/c/switchyard/eval", WaitTimeout: 30 * time.Second,
 		SwitchTimeout: 900 * time.Second,
 	}
 	if c != want {
@@ -34,7 +34,7 @@ func TestConfigValues(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.StrictUnits || !c.VerdictOnly || c.CycleInterval != 500*time.Millisecond || c.SettleAttempts != 3 ||
-		c.LoopingShare != 1 || c.EvalCacheDir != "/e" || c.SwitchTimeout != 2500*time.Millisecond {
+		c.EvalCacheDir != "/e" || c.SwitchTimeout != 2500*time.Millisecond {
 		t.Fatalf("got %+v", c)
 	}
 }
