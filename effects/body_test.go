@@ -130,6 +130,8 @@ func (f *fakeNode) Run(ctx context.Context, c Command) (int, error) {
 		}
 	case strings.HasPrefix(argv, "cat -- /run/current-system/etc/switchyard/chain"):
 		return 1, nil
+	case strings.HasPrefix(argv, "test -e /run/current-system/etc/switchyard/chain "):
+		return 1, nil // no chain declared
 	}
 	return 0, nil
 }

@@ -11,12 +11,17 @@ import (
 
 // 4. chain gate (verdict-only pass)
 func (r *run) chainGate(ctx context.Context) error {
-	out, code, err := r.exec(ctx, "cat", "--", "/run/current-system/etc/switchyard/chain")
+	// Only a chain file that does not exist means "no chain": one that exists but
+	// cannot be read must not let the sweep run before the secrets are up.
+	const chainFile = "/run/current-system/etc/switchyard/chain"
+	out, err := r.readOptional(ctx, chainFile, []string{"cat", "--", chainFile})
 	if err != nil {
+		r.v.Reachable = !errors.Is(err, ErrUnreachable)
+		r.chainDown = true
 		return stopWith(exitInfra, "reading the chain: %w", err)
 	}
 	members := parseChain(out)
-	if code != 0 || len(members) == 0 {
+	if len(members) == 0 {
 		return nil // no chain declared
 	}
 	r.log("info", "%s: chain: waiting for %s", r.d.Node, strings.Join(members, " -> "))

@@ -127,3 +127,38 @@ func TestChainGateUnreachableNode(t *testing.T) {
 		}
 	}
 }
+
+// unreadableChainNode has a chain file that exists but cannot be read (cat fails, the
+// file is there): the gate must not take that for "no chain declared".
+type unreadableChainNode struct{ *fakeNode }
+
+func (n unreadableChainNode) Run(ctx context.Context, c Command) (int, error) {
+	switch {
+	case len(c.Argv) == 3 && c.Argv[0] == "cat" && c.Argv[2] == "/run/current-system/etc/switchyard/chain":
+		fmt.Fprintln(c.Stderr, "cat: /run/current-system/etc/switchyard/chain: Permission denied")
+		return 1, nil
+	case len(c.Argv) > 2 && c.Argv[0] == "test" && c.Argv[2] == "/run/current-system/etc/switchyard/chain":
+		return 0, nil // it exists
+	}
+	return n.fakeNode.Run(ctx, c)
+}
+
+// A chain file that exists but cannot be read stops the node (exit 3, phase chain)
+// before the sweep, reachable; only a missing file means no chain.
+func TestChainGateUnreadableChainFile(t *testing.T) {
+	f := loadFake(t, "healthy")
+	ev := &events{}
+	d := &Deploy{Node: "web1", Transport: unreadableChainNode{f}, Config: testConfig(true), Reporter: ev, poll: time.Millisecond}
+	res := d.Run(context.Background())
+	if res.ExitCode != exitInfra || !res.Verdict.Reachable {
+		t.Errorf("exit %d reachable %v, want 3 and reachable", res.ExitCode, res.Verdict.Reachable)
+	}
+	if !strings.Contains(strings.Join(res.Verdict.Reasons, ";"), "chain: reading the chain: cat exited 1: cat: /run/current-system/etc/switchyard/chain: Permission denied") {
+		t.Errorf("reasons %v", res.Verdict.Reasons)
+	}
+	for _, p := range ev.started() {
+		if p == "sweep" {
+			t.Errorf("the sweep ran although the chain could not be read: %v", ev.started())
+		}
+	}
+}
