@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -13,14 +12,15 @@ import (
 	"github.com/switchyard-nix/switchyard/verdict"
 )
 
-// incusExec runs argv on the node through `incus exec`, the way the incus transport
-// reaches a node.
+// incusExec runs argv on the node through the Incus API's exec (testbed.Node.Exec),
+// the way the incus transport reaches a node.
 func incusExec(node *testbed.Node) verdict.Exec {
 	return func(ctx context.Context, argv []string, stdout io.Writer) (int, error) {
-		cmd := exec.CommandContext(ctx, "incus", append([]string{"exec", node.Name, "--"}, argv...)...)
-		cmd.Stdout = stdout
-		err := cmd.Run()
-		var exitErr *exec.ExitError
+		out, err := node.Exec(ctx, argv...)
+		if _, werr := io.WriteString(stdout, out); werr != nil {
+			return -1, werr
+		}
+		var exitErr *testbed.ExitError
 		if errors.As(err, &exitErr) {
 			return exitErr.ExitCode(), nil
 		}
