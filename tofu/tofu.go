@@ -89,6 +89,13 @@ const SelfRead = "data.terraform_remote_state.self"
 // warns of nodes leaving the state: they are forgotten, never touched. A subset run
 // (-target) leaves the other nodes alone, so it has no such check.
 func MainConfig(nodes []Node, b Backend, subset bool) ([]byte, error) {
+	// nixos_conf covers every file of the operator tree (plan.NixosConf), so an edit
+	// for one node changes every node's. A node whose derivation is the one the last
+	// run recorded builds the same system: it keeps its recorded nixos_conf, so
+	// OpenTofu leaves it alone instead of updating every node of the fleet. Any other
+	// change (a new derivation, a failed verdict, a new host) still updates it.
+	nixosConfExpr := "${try(" + SelfRead + ".outputs.deployments[each.key].drv, \"\") == each.value.drv ? try(" +
+		SelfRead + ".outputs.deployments[each.key].nixos_conf, each.value.nixos_conf) : each.value.nixos_conf}"
 	backend := map[string]any{}
 	switch b.Kind {
 	case "", "local":
@@ -147,7 +154,7 @@ func MainConfig(nodes []Node, b Backend, subset bool) ([]byte, error) {
 			"backend": b.Kind, "config": backend,
 		}}},
 		"output": map[string]any{"deployments": map[string]any{
-			"description": "node to its deployed toplevel, nixos_conf and verdict",
+			"description": "node to its deployed toplevel, nixos_conf, derivation and verdict",
 			"value":       "${{}}",
 		}},
 	}
@@ -169,7 +176,7 @@ func MainConfig(nodes []Node, b Backend, subset bool) ([]byte, error) {
 			ResourceType: map[string]any{ResourceName: map[string]any{
 				"for_each":       "${local.nodes}",
 				"node":           "${each.key}",
-				"nixos_conf":     "${each.value.nixos_conf}",
+				"nixos_conf":     nixosConfExpr,
 				"drv":            "${each.value.drv}",
 				"incus_instance": "${" + instance + ".name}",
 				"incus_project":  "${" + instance + ".project}",
@@ -182,7 +189,7 @@ func MainConfig(nodes []Node, b Backend, subset bool) ([]byte, error) {
 		cfg["resource"] = map[string]any{ResourceType: map[string]any{ResourceName: map[string]any{
 			"for_each":         "${local.nodes}",
 			"node":             "${each.key}",
-			"nixos_conf":       "${each.value.nixos_conf}",
+			"nixos_conf":       nixosConfExpr,
 			"drv":              "${each.value.drv}",
 			"host":             "${each.value.host}",
 			"port":             "${each.value.port}",
@@ -193,7 +200,7 @@ func MainConfig(nodes []Node, b Backend, subset bool) ([]byte, error) {
 	}
 	if len(nodes) > 0 {
 		cfg["output"].(map[string]any)["deployments"].(map[string]any)["value"] =
-			"${{for k, d in " + ResourceType + "." + ResourceName + " : k => {toplevel = d.toplevel, nixos_conf = d.nixos_conf, ok = d.ok}}}"
+			"${{for k, d in " + ResourceType + "." + ResourceName + " : k => {toplevel = d.toplevel, nixos_conf = d.nixos_conf, drv = d.drv, ok = d.ok}}}"
 	}
 	if !subset {
 		leaving := "setsubtract(keys(try(" + SelfRead + ".outputs.deployments, {})), keys(local.nodes))"

@@ -313,6 +313,11 @@ func (r *tfRun) simple(ctx context.Context, what string, do func(io.Writer) erro
 // apply is tofu apply, then a verdict per node from the state: exit 1 when a node's
 // verdict failed, 3 when OpenTofu failed otherwise.
 func (r *tfRun) apply(ctx context.Context) (int, error) {
+	// What the state recorded before: a node whose recorded verdict is the same after
+	// the apply was left alone by OpenTofu (SPEC 7), and is reported as unchanged, not
+	// with its old verdict replayed as if it had just been switched. A state that
+	// cannot be read here leaves every node reported as the state has it.
+	before, _ := r.states(ctx)
 	w, wait := r.events()
 	var err error
 	opts := targets[tfexec.ApplyOption](r.targets)
@@ -333,6 +338,11 @@ func (r *tfRun) apply(ctx context.Context) (int, error) {
 			failed++
 			code = max(code, ExitInfra)
 			continue
+		}
+		if b, ok := before[n.Name]; ok && b.recorded != "" && b.recorded == st.recorded {
+			st.verdict.Switch = verdict.Switch{Result: verdict.SwitchUnchanged}
+			st.verdict.PhasesMS = nil
+			r.out.Log(n.Name, "info", n.Name+": unchanged: OpenTofu left it alone; the units are as its last deploy judged them")
 		}
 		r.out.Verdict(st.verdict)
 		if st.exitCode == ExitOK {
@@ -359,6 +369,7 @@ func (r *tfRun) apply(ctx context.Context) (int, error) {
 
 type nodeState struct {
 	verdict  verdict.Verdict
+	recorded string // the verdict as the state holds it
 	exitCode int
 }
 
@@ -378,6 +389,7 @@ func (r *tfRun) states(ctx context.Context) (map[string]nodeState, error) {
 	for node, attrs := range deployments {
 		var st nodeState
 		if v, _ := attrs["verdict"].(string); v != "" {
+			st.recorded = v
 			if err := json.Unmarshal([]byte(v), &st.verdict); err != nil {
 				return nil, fmt.Errorf("%s: verdict in state: %w", node, err)
 			}
