@@ -62,7 +62,7 @@ func newRun(d *Deploy) *run {
 		phasesMS: map[string]int64{},
 		v: verdict.Verdict{
 			Kind: "verdict", Node: d.Node, Target: d.Transport.Target(), Pass: pass,
-			Switch: verdict.Switch{Result: "skipped"}, StrictUnits: d.Config.StrictUnits,
+			Switch: verdict.Switch{Result: verdict.SwitchSkipped}, StrictUnits: d.Config.StrictUnits,
 		},
 	}
 }
@@ -270,7 +270,7 @@ func (r *run) snapshot(ctx context.Context) error {
 	r.v.Previous = s.CurrentSystem
 	if r.d.SkipUnchanged && !r.verdictOnly() && s.CurrentSystem != "" && s.CurrentSystem == r.toplevel {
 		r.unchanged = true
-		r.v.Switch.Result = "unchanged"
+		r.v.Switch.Result = verdict.SwitchUnchanged
 		r.checkFinalized(ctx, s.BootEntry)
 	}
 	if r.verdictOnly() {

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/switchyard-nix/switchyard/verdict"
 )
 
 // switchArgv starts switch-to-configuration as a transient unit, so a dropped
@@ -36,13 +38,13 @@ func switchStatusArgv(unit string) []string {
 func switchOutcome(code int) string {
 	switch code {
 	case 0:
-		return "ok"
+		return verdict.SwitchOK
 	case 4:
-		return "units-failed"
+		return verdict.SwitchUnitsFailed
 	case 100:
-		return "reboot-needed"
+		return verdict.SwitchRebootNeeded
 	}
-	return "error"
+	return verdict.SwitchError
 }
 
 const (
@@ -60,7 +62,7 @@ func (r *run) doSwitch(ctx context.Context) error {
 	r.switchUnit = fmt.Sprintf("switchyard-switch-%d", time.Now().UnixNano())
 	// From here on the switch may run: until its result is read it is an error,
 	// never "skipped" (that is the verdict-only pass). -1: no exit status read.
-	r.v.Switch.Result, r.v.Switch.ExitCode = "error", -1
+	r.v.Switch.Result, r.v.Switch.ExitCode = verdict.SwitchError, -1
 	_, err := r.execCheck(ctx, switchArgv(r.switchUnit, r.toplevel, r.cfg.SwitchTimeout, r.d.Transport.SwitchRuntimeMaxArgs())...)
 	if err != nil && !errors.Is(err, ErrUnreachable) {
 		return stopWith(exitInfra, "starting the switch: %w", err)
@@ -187,7 +189,7 @@ func (r *run) confirm(ctx context.Context) error {
 	// Judge the node as it runs.
 	r.toplevel = cur
 	switch r.v.Switch.Result {
-	case "reboot-needed":
+	case verdict.SwitchRebootNeeded:
 		// switch-to-configuration installed the new boot entry and did not activate
 		// (the init's interface changed): the node runs the new generation once it
 		// reboots. Finalize sets the profile and keeps that entry.
@@ -195,11 +197,11 @@ func (r *run) confirm(ctx context.Context) error {
 		r.log("warn", "%s: confirm: the node must reboot to run %s (switch-to-configuration exit 100: its init is incompatible with the running one); it runs %s until then",
 			r.d.Node, newTop, cur)
 		return nil
-	case "error":
+	case verdict.SwitchError:
 		r.revertBoot(ctx)
 		return failWith(exitVerdict, "the switch failed and the node still runs %q; boot entry reverted to it", cur)
 	}
-	r.v.Switch.Result = "never-confirmed"
+	r.v.Switch.Result = verdict.SwitchNeverConfirmed
 	r.revertBoot(ctx)
 	return failWith(exitVerdict, "the switch never activated: /run/current-system is %q, not the new toplevel; boot entry reverted to the running generation", cur)
 }

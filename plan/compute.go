@@ -110,7 +110,13 @@ func readInputs(def *definition.Definition, exclude []string) (inputs, error) {
 				"line %d: %s reads the environment, which a node's evaluation does not see: declare a coordinate of the method and read it from the plan (config.switchyard.plan.coordinates)", r.Line, what)}
 		}
 	}
-	return inputs{files: files, treeDigest: TreeDigest(files), nixpkgs: nixpkgs}, nil
+	digest := TreeDigest(files)
+	// The digest holds the content from here on: a tree can be large (a nixpkgs
+	// checkout in it is hundreds of MiB), and a run keeps only paths and kinds.
+	for i := range files {
+		files[i].Content = nil
+	}
+	return inputs{files: files, treeDigest: digest, nixpkgs: nixpkgs}, nil
 }
 
 func computeNode(d *merge.Deployment, s Selected, coords map[string]string, stateDir string, in inputs) (*Node, error) {

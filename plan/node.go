@@ -35,7 +35,7 @@ type Node struct {
 
 	PlanJSON      []byte      // plan.json: canonical
 	Configuration []byte      // configuration.nix
-	TreeFiles     []tree.File // every file of the tree (tree.Files), sorted by path
+	TreeFiles     []tree.File // every file of the tree (tree.Files), sorted by path; Content dropped once digested into NixosConf
 	NixosConf     string      // SHA-256 hex: the node's configuration identity (SPEC 6.4)
 
 	Dir   string // <state-dir>/nodes/<node>, absolute
