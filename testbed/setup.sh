@@ -9,6 +9,11 @@
 #   - with SWITCHYARD_TESTBED_TOFU=1 (test.sh), OpenTofu, built once from the Go module
 #     proxy and cached under $SWITCHYARD_TESTBED_CACHE/tofu-<version>/tofu (test.sh
 #     exports SWITCHYARD_TOFU)
+#   - with SWITCHYARD_TESTBED_OPERATOR=1 (test.sh), what tf-incus-operator's tests run
+#     against: bind9 and knot (Debian packages; the tests start them unprivileged on
+#     loopback) and spire-server v1.13.3, built once from the Go module proxy and cached
+#     under $SWITCHYARD_TESTBED_CACHE/spire-<version>/spire-server (test.sh exports
+#     SWITCHYARD_SPIRE_SERVER)
 #   - with SWITCHYARD_TESTBED_VM=1 (test.sh), the VM tier: qemu, extlinux, and the VM
 #     image (testbed/vm-image.sh), built once per recipe and cached under
 #     $SWITCHYARD_TESTBED_CACHE/vm-<recipe hash>/, the test client key put into it
@@ -37,6 +42,13 @@ install_packages() {
 	command -v debootstrap >/dev/null || want+=(debootstrap)
 	command -v ssh >/dev/null || want+=(openssh-client)
 	command -v ssh-keygen >/dev/null || want+=(openssh-client)
+	if [ "${SWITCHYARD_TESTBED_OPERATOR:-0}" = 1 ]; then
+		[ -x /usr/sbin/named ] || want+=(bind9)
+		command -v tsig-keygen >/dev/null || want+=(bind9-utils)
+		command -v nsupdate >/dev/null || want+=(bind9-dnsutils)
+		[ -x /usr/sbin/knotd ] || want+=(knot)
+		command -v gcc >/dev/null || want+=(gcc libc6-dev)
+	fi
 	if [ "${SWITCHYARD_TESTBED_VM:-0}" = 1 ]; then
 		command -v qemu-system-x86_64 >/dev/null || want+=(qemu-system-x86)
 		command -v qemu-img >/dev/null || want+=(qemu-utils)
@@ -144,6 +156,24 @@ ensure_tofu() {
 	mv "$tmp" "$bin"
 }
 
+ensure_spire() {
+	# SPIRE publishes no Go-installable server: download the module and build
+	# ./cmd/spire-server inside it (about 16 minutes on 2 cores, cgo for sqlite3).
+	local version=1.13.3 dir bin tmp src
+	dir=$cache/spire-$version
+	bin=$dir/spire-server
+	if [ -x "$bin" ] && "$bin" --version >/dev/null 2>&1; then return; fi
+	command -v go >/dev/null || { log "go is needed to build spire-server"; exit 2; }
+	log "building spire-server $version from the Go module proxy (about 16 minutes)"
+	mkdir -p "$dir"
+	src=$(cd "$dir" && go mod download -json "github.com/spiffe/spire@v$version" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",*$/\1/p')
+	[ -n "$src" ] || { log "go mod download of SPIRE $version gave no Dir"; exit 3; }
+	tmp=$(mktemp "$dir/spire-server.XXXXXX")
+	(cd "$src" && CGO_ENABLED=1 go build -trimpath -o "$tmp" ./cmd/spire-server) >&2
+	chmod 0755 "$tmp"
+	mv "$tmp" "$bin"
+}
+
 client_key() {
 	# The test bed's client key, made as testbed.go's clientKey makes it (same path; a
 	# fresh directory renamed into place, so concurrent makers agree on one key).
@@ -195,5 +225,6 @@ configure_nix
 start_incusd
 # The tests need OpenTofu; the main job (ssh method) does not.
 if [ "${SWITCHYARD_TESTBED_TOFU:-0}" = 1 ]; then ensure_tofu; fi
+if [ "${SWITCHYARD_TESTBED_OPERATOR:-0}" = 1 ]; then ensure_spire; fi
 ensure_image
 if [ "${SWITCHYARD_TESTBED_VM:-0}" = 1 ]; then ensure_vm_image; fi
