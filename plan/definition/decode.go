@@ -3,6 +3,7 @@ package definition
 import (
 	"encoding/json"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -36,7 +37,7 @@ func decode(t *tree.Tree, v any) (*Definition, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := top.only("domain", "email", "system", "nixpkgs", "applications", "groups", "deployment-method"); err != nil {
+	if err := top.only("domain", "email", "system", "nixpkgs", "applications", "groups", "dns", "deployment-method"); err != nil {
 		return nil, err
 	}
 	d := &Definition{}
@@ -59,6 +60,9 @@ func decode(t *tree.Tree, v any) (*Definition, error) {
 		return nil, err
 	}
 	if d.MethodSettings, err = decodeMethodSettings(top); err != nil {
+		return nil, err
+	}
+	if d.DNS, err = decodeDNS(top); err != nil {
 		return nil, err
 	}
 	return d, nil
@@ -119,10 +123,21 @@ func decodeApplications(top object) (map[string]Application, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := o.only("enable", "module", "settings"); err != nil {
+		if err := o.only("enable", "module", "settings", "units"); err != nil {
 			return nil, err
 		}
 		var a Application
+		if a.Units, err = o.strings("units", []string{name + ".service"}); err != nil {
+			return nil, err
+		}
+		for i, u := range a.Units {
+			if !unitName.MatchString(u) {
+				return nil, field.Errorf(at.Key("units").Index(i), "%q is not a systemd unit name (e.g. %s.service)", u, name)
+			}
+			if slices.Index(a.Units, u) != i {
+				return nil, field.Errorf(at.Key("units").Index(i), "unit %q listed twice", u)
+			}
+		}
 		if a.Enable, err = o.bool("enable", false); err != nil {
 			return nil, err
 		}
@@ -217,6 +232,68 @@ func decodeMethodSettings(top object) (map[string]map[string]any, error) {
 			}
 		}
 		out[name] = o.m
+	}
+	return out, nil
+}
+
+// unitName is a systemd unit name: a name with a unit type suffix, no path.
+var unitName = regexp.MustCompile(`^[A-Za-z0-9:_.@\\-]+\.(service|socket|timer|path|target|mount|scope|slice)$`)
+
+// recordName is a dns.records name: "@" or DNS labels relative to the domain.
+var recordName = regexp.MustCompile(`^(@|(\*\.)?[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?(\.[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?)*)$`)
+
+func decodeDNS(top object) (DNS, error) {
+	dns, err := top.object("dns")
+	if err != nil {
+		return DNS{}, err
+	}
+	if err := dns.only("records"); err != nil {
+		return DNS{}, err
+	}
+	recs, err := dns.object("records")
+	if err != nil {
+		return DNS{}, err
+	}
+	out := DNS{Records: map[string]Record{}}
+	for _, name := range sortedKeys(recs.m) {
+		at := recs.at.Key(name)
+		if !recordName.MatchString(name) || name == "*" {
+			return DNS{}, field.Errorf(at, "%q is not a name relative to the domain (\"@\" for the apex)", name)
+		}
+		o, err := asObject(recs.m[name], at)
+		if err != nil {
+			return DNS{}, err
+		}
+		if err := o.only(append([]string{"ttl"}, RecordTypes...)...); err != nil {
+			return DNS{}, err
+		}
+		r := Record{Sets: map[string][]string{}}
+		if r.TTL, err = o.integer("ttl", DefaultTTL); err != nil {
+			return DNS{}, err
+		}
+		if r.TTL < 0 || r.TTL > 2147483647 {
+			return DNS{}, field.Errorf(at.Key("ttl"), "%d is not a TTL (0 to 2147483647 seconds)", r.TTL)
+		}
+		for _, typ := range RecordTypes {
+			if !o.has(typ) {
+				continue
+			}
+			vals, err := o.strings(typ, nil)
+			if err != nil {
+				return DNS{}, err
+			}
+			if len(vals) == 0 {
+				return DNS{}, field.Errorf(at.Key(typ), "no values: leave the type out instead")
+			}
+			r.Sets[typ] = vals
+		}
+		if _, cname := r.Sets["CNAME"]; cname && (len(r.Sets) > 1 || len(r.Sets["CNAME"]) > 1) {
+			return DNS{}, field.Errorf(at.Key("CNAME"), "a CNAME is the name's only record and has one value")
+		}
+		if _, cname := r.Sets["CNAME"]; cname && name == "@" {
+			return DNS{}, field.Errorf(at.Key("CNAME"), "the apex cannot have a CNAME")
+		}
+		out.Records[name] = r
 	}
 	return out, nil
 }

@@ -66,8 +66,8 @@ func TestLoadJSON(t *testing.T) {
 	want := &Definition{
 		Source: JSONFile, Domain: "example.org", Email: "ops@example.org", Builder: "builder.nix",
 		Applications: map[string]Application{
-			"hello": {Enable: true, Module: "apps/hello.nix", Settings: map[string]any{"greeting": "hi", "motd": data.RepoPath("files/motd.txt")}},
-			"mail":  {Module: "apps/mail.nix", Settings: map[string]any{}},
+			"hello": {Enable: true, Module: "apps/hello.nix", Settings: map[string]any{"greeting": "hi", "motd": data.RepoPath("files/motd.txt")}, Units: []string{"hello.service"}},
+			"mail":  {Module: "apps/mail.nix", Settings: map[string]any{}, Units: []string{"mail.service"}},
 		},
 		Groups: map[string]Group{
 			"web": {Applications: []string{"hello", "mail"}, Nodes: map[string]Node{
@@ -79,6 +79,7 @@ func TestLoadJSON(t *testing.T) {
 			"empty": {Applications: []string{}, Nodes: map[string]Node{}},
 		},
 		MethodSettings: map[string]map[string]any{"tf-incus": {"project": "p"}, "ssh": {"parallel": jsonNumber("3")}},
+		DNS:            DNS{Records: map[string]Record{}},
 	}
 	if d := cmp.Diff(want, d, cmpopts.IgnoreFields(Definition{}, "Tree")); d != "" {
 		t.Errorf("(-want +got)\n%s", d)
@@ -140,6 +141,16 @@ func TestRefusals(t *testing.T) {
 		{"settings not an object", edit(`"module": "./apps//mail.nix"`, `"module": "./apps//mail.nix", "settings": []`), "applications.mail.settings", "wrong type: an array, want an object", nil},
 		{"nixpkgs relative", edit(`"domain"`, `"nixpkgs": "nixpkgs", "domain"`), "nixpkgs", "not an absolute path", nil},
 		{"duplicate key", edit(`"domain": "example.org"`, `"domain": "a", "domain": "b"`), "domain", "duplicate key", nil},
+		{"unknown dns field", edit(`"domain"`, `"dns": {"record": {}}, "domain"`), "dns.record", "unknown field", nil},
+		{"unknown record type", edit(`"domain"`, `"dns": {"records": {"www": {"SPF": ["x"]}}}, "domain"`), "dns.records.www.SPF", "unknown field", nil},
+		{"bad record name", edit(`"domain"`, `"dns": {"records": {"a b": {"A": ["192.0.2.1"]}}}, "domain"`), `dns.records."a b"`, "not a name relative to the domain", nil},
+		{"negative ttl", edit(`"domain"`, `"dns": {"records": {"www": {"A": ["192.0.2.1"], "ttl": -1}}}, "domain"`), "dns.records.www.ttl", "not a TTL", nil},
+		{"empty record set", edit(`"domain"`, `"dns": {"records": {"www": {"A": []}}}, "domain"`), "dns.records.www.A", "no values", nil},
+		{"cname beside others", edit(`"domain"`, `"dns": {"records": {"www": {"A": ["192.0.2.1"], "CNAME": ["x"]}}}, "domain"`), "dns.records.www.CNAME", "only record", nil},
+		{"apex cname", edit(`"domain"`, `"dns": {"records": {"@": {"CNAME": ["x.example."]}}}, "domain"`), `dns.records."@".CNAME`, "apex", nil},
+		{"record value not a string", edit(`"domain"`, `"dns": {"records": {"www": {"A": [1]}}}, "domain"`), "dns.records.www.A[0]", "wrong type", nil},
+		{"unit not a unit name", edit(`"enable": true,`, `"enable": true, "units": ["hello"],`), "applications.hello.units[0]", "not a systemd unit name", nil},
+		{"unit with a path", edit(`"enable": true,`, `"enable": true, "units": ["../x.service"],`), "applications.hello.units[0]", "not a systemd unit name", nil},
 		{"not data", edit(`"greeting": "hi"`, `"greeting": {"__switchyard_not_data": "a function"}`), "applications.hello.settings.greeting", "not data: a function", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -156,6 +167,26 @@ func TestRefusals(t *testing.T) {
 				t.Errorf("got %q\nwant deployment.json: %s: ...%s...", fe.Error(), tc.path, tc.reason)
 			}
 		})
+	}
+}
+
+// TestDNSRecordsAndUnits reads dns.records and application units (issue 12 item 3, 4).
+func TestDNSRecordsAndUnits(t *testing.T) {
+	def := strings.Replace(good, `"domain"`, `"dns": {"records": {"@": {"MX": ["10 mail"], "TXT": ["v=spf1 -all"]}, "www": {"CNAME": ["@"], "ttl": 60}}}, "domain"`, 1)
+	def = strings.Replace(def, `"enable": true,`, `"enable": true, "units": ["hello.service", "hello-worker@1.service"],`, 1)
+	d, err := Load(context.Background(), newTree(t, JSONFile, def))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := DNS{Records: map[string]Record{
+		"@":   {Sets: map[string][]string{"MX": {"10 mail"}, "TXT": {"v=spf1 -all"}}, TTL: DefaultTTL},
+		"www": {Sets: map[string][]string{"CNAME": {"@"}}, TTL: 60},
+	}}
+	if diff := cmp.Diff(want, d.DNS); diff != "" {
+		t.Errorf("dns (-want +got)\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"hello.service", "hello-worker@1.service"}, d.Applications["hello"].Units); diff != "" {
+		t.Errorf("units (-want +got)\n%s", diff)
 	}
 }
 

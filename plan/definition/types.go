@@ -21,6 +21,8 @@ type Definition struct {
 
 	Applications map[string]Application
 	Groups       map[string]Group
+	// DNS is the tenant domain's records (dns.records), written by tf-incus-operator.
+	DNS DNS
 	// MethodSettings is deployment-method.<method>: the baked settings of each method,
 	// checked against the method's declared settings.
 	MethodSettings map[string]map[string]any
@@ -39,7 +41,34 @@ type Application struct {
 	Enable   bool
 	Module   data.RepoPath  // empty: the application has no module of its own
 	Settings map[string]any // data; never nil
+	// Units are the systemd units the application runs (default: "<name>.service"):
+	// each gets a workload identity in tf-incus-operator (SPEC 7.1).
+	Units []string
 }
+
+// DNS is the deployment's `dns`.
+type DNS struct {
+	// Records is dns.records: a name relative to the domain ("@" for the apex) to its
+	// RRsets.
+	Records map[string]Record
+}
+
+// Record is the RRsets of one name: record type (RecordTypes) to its values as the
+// tree writes them, with one TTL for all of them.
+type Record struct {
+	Sets map[string][]string
+	TTL  int64
+}
+
+// RecordTypes are the record types dns.records takes.
+var RecordTypes = []string{"A", "AAAA", "CNAME", "MX", "TXT"}
+
+// DefaultTTL is a record's TTL when the tree gives none.
+const DefaultTTL = 300
+
+// RunsApplications tells whether the group runs an application: only such a group
+// is a tenant of tf-incus-operator (SPEC 7.1).
+func (g Group) RunsApplications() bool { return len(g.Applications) > 0 }
 
 // Group is a group of nodes and the applications they run.
 type Group struct {

@@ -57,6 +57,8 @@ func submission(r *rand.Rand, m method.Method) map[string]any {
 			branch[s.Name] = s.Type.Enum[r.IntN(len(s.Type.Enum))]
 		case s.Type.Kind == data.Integer:
 			branch[s.Name] = json.Number(strconv.Itoa(1 + r.IntN(50)))
+		case s.Type.Kind == data.Object:
+			branch[s.Name] = map[string]any{"limits.instances": strconv.Itoa(r.IntN(10))}
 		default:
 			branch[s.Name] = "/tmp/" + strconv.Itoa(r.IntN(1000))
 		}

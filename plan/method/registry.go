@@ -24,10 +24,16 @@ var (
 	}
 	overIncus = []Setting{
 		str("project", "default", "Incus project of the instances"),
+	}
+	incusRemote = []Setting{
 		str("incusRemote", "", "Incus remote of the client configuration (~/.config/incus/config.yml); empty: the local unix socket"),
 		credential("incusClientKeyFile", "client key for an HTTPS Incus remote, when not the client configuration's"),
 	}
 	operator = []Setting{
+		str("project", "", "the tenant's Incus project, created and destroyed with it; empty: the group's name"),
+		str("projectDescription", "", "description of the tenant's Incus project; empty: one naming the group"),
+		object("projectConfig", "configuration of the tenant's Incus project (limits.*, restricted.*, features.*): "+
+			"string values, over the defaults features.images=true and features.profiles=false (the host's profiles)"),
 		str("dnsServer", "", "DNS server (host:port) accepting RFC 2136 updates for the tenant domain"),
 		credential("dnsTsigKeyFile", "TSIG key file (BIND key format) signing the DNS updates"),
 		str("spireServer", "", "SPIRE server address for workload-identity registration"),
@@ -52,7 +58,7 @@ func join(groups ...[]Setting) []Setting {
 var registry = []Method{
 	{Name: "ssh", Transport: SSH, Settings: join(common, overSSH), Coordinates: []coordinates.Coordinate{hostingEnv}},
 	{Name: "tf", Transport: SSH, Settings: join(common, overSSH, tofu), Coordinates: []coordinates.Coordinate{hostingEnv}},
-	{Name: "tf-incus", Transport: Incus, Settings: join(common, tofu, overIncus), Coordinates: []coordinates.Coordinate{hostingEnv}},
-	{Name: "tf-incus-operator", Transport: Incus, Settings: join(common, tofu, overIncus, operator),
+	{Name: "tf-incus", Transport: Incus, Settings: join(common, tofu, overIncus, incusRemote), Coordinates: []coordinates.Coordinate{hostingEnv}},
+	{Name: "tf-incus-operator", Transport: Incus, Settings: join(common, tofu, incusRemote, operator),
 		Coordinates: []coordinates.Coordinate{hostingEnv, dnsDomain}},
 }

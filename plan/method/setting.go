@@ -34,3 +34,8 @@ func enum(name, def, desc string, values ...string) Setting {
 func integer(name string, def, minimum int64, desc string) Setting {
 	return Setting{Name: name, Type: settings.Type{Kind: "integer", Minimum: &minimum}, Default: def, Description: desc}
 }
+
+// object is an object setting of any keys, default {}.
+func object(name, desc string) Setting {
+	return Setting{Name: name, Type: settings.Type{Kind: "object"}, Default: map[string]any{}, Description: desc}
+}
