@@ -49,7 +49,7 @@ func Compute(d *merge.Deployment, coords *coordinates.Reader, opt Options) (*Pla
 	if err != nil {
 		return nil, err
 	}
-	picked, err := Select(d.Definition, opt.Group, opt.Nodes)
+	picked, err := Select(d.Definition, opt.Group, opt.Nodes, d.Method.TenantsOnly)
 	if err != nil {
 		return nil, err
 	}

@@ -134,6 +134,44 @@ func TestSelection(t *testing.T) {
 	}
 }
 
+// TestTenantsOnly: tf-incus-operator plans only groups that run an application;
+// picking another group, or a node of one, is refused naming it (issue 12 item 1).
+func TestTenantsOnly(t *testing.T) {
+	tree := repo("plan", "testdata", "trees", "basic")
+	state := t.TempDir()
+	all := compute(t, tree, run{method: "tf-incus-operator", stateDir: state})
+	var names []string
+	for _, n := range all.Nodes {
+		names = append(names, n.Name)
+	}
+	if d := cmp.Diff([]string{"web1", "web2"}, names); d != "" {
+		t.Errorf("the tenants' nodes (-want +got)\n%s", d)
+	}
+	published, err := Names(all.Deployment, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff([]string{"web1", "web2"}, published.Nodes); d != "" {
+		t.Errorf("names (-want +got)\n%s", d)
+	}
+	for _, tc := range []struct {
+		r      run
+		source string
+	}{
+		{run{method: "tf-incus-operator", stateDir: state, group: "db"}, "--group"},
+		{run{method: "tf-incus-operator", stateDir: state, nodes: []string{"db1"}}, "--node"},
+	} {
+		_, err := tryCompute(t, tree, tc.r)
+		fe, ok := err.(*field.Error)
+		if !ok || fe.Source != tc.source || !strings.Contains(fe.Reason, "db") || !strings.Contains(fe.Reason, "runs no application") {
+			t.Errorf("%+v: error %v, want a refusal of %s naming group db", tc.r, err, tc.source)
+		}
+	}
+	if _, err := Names(all.Deployment, "db"); err == nil {
+		t.Error("names --group db: no refusal")
+	}
+}
+
 func TestMissingTransportSettings(t *testing.T) {
 	tree := copyTree(t, repo("plan", "testdata", "trees", "json"))
 	_, err := tryCompute(t, tree, run{method: "tf-incus"})

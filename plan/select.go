@@ -14,14 +14,36 @@ type Selected struct{ Group, Node string }
 
 // Select picks the enabled nodes of a group (every group when group is empty), or the
 // named subset of them, sorted by node name. An unknown group, an unknown node and a
-// disabled node named explicitly are refusals (source --group / --node).
-func Select(def *definition.Definition, group string, nodes []string) ([]Selected, error) {
+// disabled node named explicitly are refusals (source --group / --node). With
+// tenantsOnly (method.Method.TenantsOnly) only groups that run an application are
+// picked: another group named by --group, or holding a node named by --node, is refused.
+func Select(def *definition.Definition, group string, nodes []string, tenantsOnly bool) ([]Selected, error) {
 	groups := sortedKeys(def.Groups)
 	if group != "" {
-		if _, ok := def.Groups[group]; !ok {
+		g, ok := def.Groups[group]
+		if !ok {
 			return nil, &field.Error{Source: "--group", Reason: fmt.Sprintf("no group %q (groups: %s)", group, strings.Join(groups, ", "))}
 		}
+		if tenantsOnly && !g.RunsApplications() {
+			return nil, &field.Error{Source: "--group", Reason: fmt.Sprintf("group %s runs no application: this method deploys only a tenant, a group that runs an application", group)}
+		}
 		groups = []string{group}
+	}
+	if tenantsOnly {
+		for _, name := range nodes {
+			for gname, g := range def.Groups {
+				if _, ok := g.Nodes[name]; ok && !g.RunsApplications() {
+					return nil, &field.Error{Source: "--node", Reason: fmt.Sprintf("node %s is in group %s, which runs no application: this method deploys only a tenant, a group that runs an application", name, gname)}
+				}
+			}
+		}
+		var tenants []string
+		for _, g := range groups {
+			if def.Groups[g].RunsApplications() {
+				tenants = append(tenants, g)
+			}
+		}
+		groups = tenants
 	}
 	enabled := map[string]Selected{}
 	disabled := map[string]bool{}

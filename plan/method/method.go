@@ -11,6 +11,10 @@ type Method struct {
 	Transport   string // SSH or Incus
 	Settings    []Setting
 	Coordinates []coordinates.Coordinate
+	// TenantsOnly: the method deploys only a tenant's group, one that runs an
+	// application; other groups are refused when picked and left out otherwise
+	// (SPEC 7.1).
+	TenantsOnly bool
 }
 
 // Branch keys of a DEPLOYMENT branch that are not method settings: they move to the top

@@ -60,5 +60,5 @@ var registry = []Method{
 	{Name: "tf", Transport: SSH, Settings: join(common, overSSH, tofu), Coordinates: []coordinates.Coordinate{hostingEnv}},
 	{Name: "tf-incus", Transport: Incus, Settings: join(common, tofu, overIncus, incusRemote), Coordinates: []coordinates.Coordinate{hostingEnv}},
 	{Name: "tf-incus-operator", Transport: Incus, Settings: join(common, tofu, incusRemote, operator),
-		Coordinates: []coordinates.Coordinate{hostingEnv, dnsDomain}},
+		Coordinates: []coordinates.Coordinate{hostingEnv, dnsDomain}, TenantsOnly: true},
 }
