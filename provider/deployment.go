@@ -36,6 +36,7 @@ type deploymentModel struct {
 	KnownHostsFile types.String `tfsdk:"known_hosts_file"`
 	IncusInstance  types.String `tfsdk:"incus_instance"`
 	IncusProject   types.String `tfsdk:"incus_project"`
+	DeferVerdict   types.Bool   `tfsdk:"defer_verdict"`
 
 	Toplevel types.String `tfsdk:"toplevel"`
 	Previous types.String `tfsdk:"previous"`
@@ -82,6 +83,10 @@ func (d *deployment) Schema(_ context.Context, _ resource.SchemaRequest, resp *r
 				Description: "the Incus instance of the local daemon the node is deployed to, instead of SSH; exactly one of host and incus_instance is set"},
 			"incus_project": schema.StringAttribute{Optional: true,
 				Description: "the Incus project of incus_instance (default \"default\")"},
+			"defer_verdict": schema.BoolAttribute{Optional: true,
+				Description: "the node's verdict is a switchyard_verdict pass after this deploy (tf-incus-operator: after the " +
+					"node's identity exists): units this pass finds failed do not fail the deploy; a switch that did not " +
+					"install the toplevel still does"},
 			"toplevel":  computed("the toplevel the node was deployed with"),
 			"previous":  computed("the generation the node ran before"),
 			"verdict":   computed("the verdict of the last deploy (JSON)"),
@@ -218,6 +223,13 @@ func (d *deployment) deploy(ctx context.Context, m *deploymentModel, fail func(s
 	res := (&effects.Deploy{Node: node, Transport: t, Config: cfg, Reporter: logReporter{ctx},
 		Source: effects.Source{Drv: m.Drv.ValueString()}, SkipUnchanged: true}).Run(ctx)
 	record(res.Verdict, res.ExitCode)
+	if m.DeferVerdict.ValueBool() && deferrable(res) {
+		// The units are judged again by the pass after registration (switchyard_verdict),
+		// whose verdict is the node's: this one only had to install the toplevel.
+		m.OK = types.BoolValue(true)
+		tflog.Info(ctx, fmt.Sprintf("%s: the units' verdict (exit %d) waits for the pass after registration", node, res.ExitCode))
+		return
+	}
 	if res.ExitCode != 0 {
 		why := strings.Join(res.Verdict.Reasons, "; ")
 		if why == "" {
@@ -227,6 +239,21 @@ func (d *deployment) deploy(ctx context.Context, m *deploymentModel, fail func(s
 	}
 }
 
+// deferrable tells whether a deploy's failure is the units' alone, which a later
+// verdict-only pass judges again: exit 1 with the toplevel switched to (or already
+// running). A switch that failed, was never confirmed or needs a reboot, and every
+// exit 2 or 3, are the deploy's own failures.
+func deferrable(res effects.Result) bool {
+	if res.ExitCode != 1 {
+		return false
+	}
+	switch res.Verdict.Switch.Result {
+	case verdict.SwitchOK, verdict.SwitchUnitsFailed, verdict.SwitchUnchanged:
+		return true
+	}
+	return false
+}
+
 // transport is the node's transport: SSH to host, or incus_instance through the
 // daemon of $SWITCHYARD_INCUS_REMOTE (the local one by default).
 func (m *deploymentModel) transport() (effects.Transport, error) {
@@ -234,7 +261,7 @@ func (m *deploymentModel) transport() (effects.Transport, error) {
 		return nil, errors.New(msg)
 	}
 	if inst := m.IncusInstance.ValueString(); inst != "" {
-		return incus.New(incus.Config{Instance: inst, Project: m.IncusProject.ValueString(), Remote: os.Getenv(EnvIncusRemote)})
+		return incusTransport(inst, m.IncusProject.ValueString())
 	}
 	sc := ssh.Config{User: m.User.ValueString(), Host: m.Host.ValueString(), Port: int(m.Port.ValueInt64()),
 		HostKey: m.HostKey.ValueString(), KnownHostsFile: m.KnownHostsFile.ValueString()}
@@ -242,6 +269,12 @@ func (m *deploymentModel) transport() (effects.Transport, error) {
 		sc.KeyFiles = []string{key}
 	}
 	return ssh.New(sc)
+}
+
+// incusTransport reaches an instance through the daemon of $SWITCHYARD_INCUS_REMOTE
+// (the local one by default).
+func incusTransport(instance, project string) (effects.Transport, error) {
+	return incus.New(incus.Config{Instance: instance, Project: project, Remote: os.Getenv(EnvIncusRemote)})
 }
 
 // logReporter sends the body's progress to the provider log (TF_LOG_PROVIDER).

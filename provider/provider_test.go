@@ -90,8 +90,10 @@ func checkAttrs(t *testing.T, resource string, got map[string]*tfprotov6.SchemaA
 // switchyard_incus_instance, named as the public Incus provider's incus_instance.
 func TestSchema(t *testing.T) {
 	_, schemas := providerSchemas(t)
-	if len(schemas) != 2 {
-		t.Errorf("resources %v", schemas)
+	for _, name := range []string{"switchyard_deployment", "switchyard_incus_instance", "switchyard_verdict"} {
+		if schemas[name] == nil {
+			t.Errorf("no resource %s among %v", name, schemas)
+		}
 	}
 	str, num, boolean := tftypes.String, tftypes.Number, tftypes.Bool
 	checkAttrs(t, "switchyard_deployment", schemas["switchyard_deployment"], map[string]wantAttr{
@@ -106,11 +108,24 @@ func TestSchema(t *testing.T) {
 		"known_hosts_file": {"optional", str},
 		"incus_instance":   {"optional", str},
 		"incus_project":    {"optional", str},
+		"defer_verdict":    {"optional", boolean},
 		"toplevel":         {"computed", str},
 		"previous":         {"computed", str},
 		"verdict":          {"computed", str},
 		"ok":               {"computed", boolean},
 		"exit_code":        {"computed", num},
+	})
+	checkAttrs(t, "switchyard_verdict", schemas["switchyard_verdict"], map[string]wantAttr{
+		"id":             {"computed", str},
+		"node":           {"required", str},
+		"incus_instance": {"required", str},
+		"incus_project":  {"required", str},
+		"deployment":     {"required", str},
+		"identity":       {"required", str},
+		"toplevel":       {"computed", str},
+		"verdict":        {"computed", str},
+		"ok":             {"computed", boolean},
+		"exit_code":      {"computed", num},
 	})
 	checkAttrs(t, "switchyard_incus_instance", schemas["switchyard_incus_instance"], map[string]wantAttr{
 		"name":     {"required", str},

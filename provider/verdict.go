@@ -1,0 +1,160 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/switchyard-nix/switchyard/effects"
+	"github.com/switchyard-nix/switchyard/verdict"
+)
+
+// verdictModel is switchyard_verdict's data.
+type verdictModel struct {
+	ID            types.String `tfsdk:"id"`
+	Node          types.String `tfsdk:"node"`
+	IncusInstance types.String `tfsdk:"incus_instance"`
+	IncusProject  types.String `tfsdk:"incus_project"`
+	Deployment    types.String `tfsdk:"deployment"`
+	Identity      types.String `tfsdk:"identity"`
+
+	Toplevel types.String `tfsdk:"toplevel"`
+	Verdict  types.String `tfsdk:"verdict"`
+	OK       types.Bool   `tfsdk:"ok"`
+	ExitCode types.Int64  `tfsdk:"exit_code"`
+}
+
+// verdictPass is the switchyard_verdict resource: the verdict-only pass (chain gate,
+// sweep, verdict) on an Incus node, run by tf-incus-operator once the node's identity
+// exists, so units that wait for it are judged (SPEC 7.1). Its verdict is the node's.
+// It runs again when the deployment or the identity it follows changes, and after a
+// failed verdict; it changes nothing but restarting the failed units it sweeps, and
+// its delete forgets it.
+type verdictPass struct{}
+
+func newVerdict() resource.Resource { return &verdictPass{} }
+
+var (
+	_ resource.Resource               = (*verdictPass)(nil)
+	_ resource.ResourceWithModifyPlan = (*verdictPass)(nil)
+)
+
+func (r *verdictPass) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_verdict"
+}
+
+func (r *verdictPass) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
+	resp.Schema = schema.Schema{
+		Description: "The verdict-only pass on a node of the local Incus daemon after what it waits for (its workload " +
+			"identity) exists: the node's verdict. Delete forgets it.",
+		Attributes: map[string]schema.Attribute{
+			"id": schema.StringAttribute{Computed: true, Description: "the node's name",
+				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},
+			"node": schema.StringAttribute{Required: true, Description: "the node's name",
+				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()}},
+			"incus_instance": schema.StringAttribute{Required: true, Description: "the node's Incus instance"},
+			"incus_project":  schema.StringAttribute{Required: true, Description: "the instance's Incus project"},
+			"deployment": schema.StringAttribute{Required: true,
+				Description: "the deploy this pass follows (a digest of its verdict): a new deploy runs the pass again"},
+			"identity": schema.StringAttribute{Required: true,
+				Description: "what the node waited for (its agent and registration entries): a change runs the pass again"},
+			"toplevel":  schema.StringAttribute{Computed: true, Description: "the toplevel the node runs"},
+			"verdict":   schema.StringAttribute{Computed: true, Description: "the pass's verdict (JSON): the node's verdict"},
+			"ok":        schema.BoolAttribute{Computed: true, Description: "whether the verdict passed"},
+			"exit_code": schema.Int64Attribute{Computed: true, Description: "the pass's exit code (SPEC 2.1)"},
+		},
+	}
+}
+
+// ModifyPlan runs the pass again after a failed verdict, as a deployment is deployed
+// again: its computed attributes become unknown.
+func (r *verdictPass) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	if req.State.Raw.IsNull() || req.Plan.Raw.IsNull() {
+		return
+	}
+	var ok types.Bool
+	resp.Diagnostics.Append(req.State.GetAttribute(ctx, path.Root("ok"), &ok)...)
+	if resp.Diagnostics.HasError() || ok.IsNull() || ok.ValueBool() {
+		return
+	}
+	for _, a := range []string{"toplevel", "verdict"} {
+		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root(a), types.StringUnknown())...)
+	}
+	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("ok"), types.BoolUnknown())...)
+	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("exit_code"), types.Int64Unknown())...)
+}
+
+func (r *verdictPass) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	var m verdictModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	m.judge(ctx, func(summary, detail string) { resp.Diagnostics.AddError(summary, detail) })
+	// Kept with an error too: the failed verdict is the node's, recorded in state.
+	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+}
+
+func (r *verdictPass) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	var m verdictModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	m.judge(ctx, func(summary, detail string) { resp.Diagnostics.AddError(summary, detail) })
+	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+}
+
+// Read keeps the state: the verdict is the pass's, read when it ran.
+func (r *verdictPass) Read(context.Context, resource.ReadRequest, *resource.ReadResponse) {}
+
+// Delete forgets the pass.
+func (r *verdictPass) Delete(context.Context, resource.DeleteRequest, *resource.DeleteResponse) {}
+
+// judge runs the verdict-only pass and records its verdict; a failed one is
+// reported through fail, naming the node.
+func (m *verdictModel) judge(ctx context.Context, fail func(summary, detail string)) {
+	node := m.Node.ValueString()
+	m.ID = types.StringValue(node)
+	record := func(v verdict.Verdict, code int) {
+		v.ExitCode = code
+		b, _ := v.MarshalJSON()
+		m.Toplevel = types.StringValue(v.Toplevel)
+		m.Verdict = types.StringValue(string(b))
+		m.OK = types.BoolValue(code == 0)
+		m.ExitCode = types.Int64Value(int64(code))
+	}
+	refuse := func(err error) {
+		record(verdict.Verdict{Node: node, Pass: verdict.PassVerdictOnly, Reasons: []string{err.Error()}}, 2)
+		fail(node+": verdict refused", fmt.Sprintf("%s: %v", node, err))
+	}
+	cfg, err := effects.ConfigFromEnv(os.Getenv)
+	if err != nil {
+		refuse(err)
+		return
+	}
+	cfg.VerdictOnly = true
+	t, err := incusTransport(m.IncusInstance.ValueString(), m.IncusProject.ValueString())
+	if err != nil {
+		refuse(fmt.Errorf("wait: %w", err))
+		return
+	}
+	defer t.Close()
+	res := (&effects.Deploy{Node: node, Transport: t, Config: cfg, Reporter: logReporter{ctx}}).Run(ctx)
+	record(res.Verdict, res.ExitCode)
+	if res.ExitCode != 0 {
+		why := strings.Join(res.Verdict.Reasons, "; ")
+		if why == "" {
+			why = fmt.Sprintf("exit %d", res.ExitCode)
+		}
+		fail(fmt.Sprintf("%s: verdict failed (exit %d)", node, res.ExitCode), fmt.Sprintf("%s: %s", node, why))
+	}
+}
