@@ -43,6 +43,10 @@ type Node struct {
 	// Instance makes it an Incus node (tf-incus): its instance is a resource of the
 	// same graph, and the deploy reaches it through the Incus API, not SSH.
 	Instance *Instance
+	// Group and Entries: a tenant's node (tf-incus-operator, Tenant): its group and
+	// the registration entries of its application units.
+	Group   string
+	Entries []Entry
 }
 
 // Instance is an Incus node's instance, switchyard_incus_instance.node["<node>"],
@@ -89,6 +93,12 @@ const SelfRead = "data.terraform_remote_state.self"
 // warns of nodes leaving the state: they are forgotten, never touched. A subset run
 // (-target) leaves the other nodes alone, so it has no such check.
 func MainConfig(nodes []Node, b Backend, subset bool) ([]byte, error) {
+	return TenantConfig(nodes, b, subset, nil)
+}
+
+// TenantConfig is MainConfig with a tenant's resources (tf-incus-operator) when
+// tenant is not nil; its nodes are Incus nodes.
+func TenantConfig(nodes []Node, b Backend, subset bool, tenant *Tenant) ([]byte, error) {
 	// nixos_conf covers every file of the operator tree (plan.NixosConf), so an edit
 	// for one node changes every node's. A node whose derivation is the one the last
 	// run recorded builds the same system: it keeps its recorded nixos_conf, so
@@ -125,6 +135,7 @@ func MainConfig(nodes []Node, b Backend, subset bool) ([]byte, error) {
 				"nixos_conf": escape(n.NixosConf), "drv": escape(n.Drv),
 				"project": escape(n.Instance.Project), "image": escape(n.Instance.Image),
 				"profiles": profiles, "config": config, "type": orNull(escape(n.Instance.Type)),
+				"group": escape(n.Group),
 			}
 			continue
 		}
@@ -197,6 +208,14 @@ func MainConfig(nodes []Node, b Backend, subset bool) ([]byte, error) {
 			"host_key":         "${each.value.host_key}",
 			"known_hosts_file": "${each.value.known_hosts_file}",
 		}}}
+	}
+	if tenant != nil {
+		if !instances && len(nodes) > 0 {
+			return nil, fmt.Errorf("a tenant's nodes are Incus nodes")
+		}
+		if err := addTenant(cfg, nodes, each, tenant); err != nil {
+			return nil, err
+		}
 	}
 	if len(nodes) > 0 {
 		cfg["output"].(map[string]any)["deployments"].(map[string]any)["value"] =
@@ -302,6 +321,7 @@ type Setup struct {
 	Subset   bool              // the run is -targeted at Nodes, a part of the tree
 	Environ  []string          // the environment OpenTofu's is made from (Env)
 	Extra    map[string]string // added to it
+	Tenant   *Tenant           // tf-incus-operator's resources; nil for the other methods
 }
 
 // Prepare writes the working directory: main.tf.json, the CLI configuration and the
@@ -329,7 +349,7 @@ func Prepare(s Setup) (*Workspace, error) {
 			return nil, err
 		}
 	}
-	main, err := MainConfig(s.Nodes, b, s.Subset)
+	main, err := TenantConfig(s.Nodes, b, s.Subset, s.Tenant)
 	if err != nil {
 		return nil, err
 	}
