@@ -71,8 +71,8 @@ const (
 // addTenant adds t's resources to cfg, the configuration of nodes (Incus nodes
 // only), and ties the instances and deployments to them:
 //
-//	project -> instance -> agent (join token pushed) -> deployment (defer_verdict)
-//	                       agent -> entries;  deployment + entries -> verdict
+//	project -> instance -> deployment (defer_verdict) -> agent (join token pushed)
+//	agent -> entries -> verdict (the node's verdict)
 //	deployment -> addresses -> node A/AAAA records;  static records stand alone
 func addTenant(cfg map[string]any, nodes []Node, each map[string]any, t *Tenant) error {
 	if len(nodes) == 0 {
@@ -121,10 +121,11 @@ func addTenant(cfg map[string]any, nodes []Node, each map[string]any, t *Tenant)
 			"incus_project":  "${" + InstanceType + "." + ResourceName + "[each.key].project}",
 			// A new instance holds no token: it gets a new one.
 			"lifecycle": map[string]any{"replace_triggered_by": []string{InstanceType + "." + ResourceName + "[each.key]"}},
+			// The identity is given to a deployed node: what waits for it there (the
+			// agent's path unit, units failing without it) is judged by the pass
+			// after registration, and a node whose deploy failed gets none.
+			"depends_on": []string{ResourceType + "." + ResourceName},
 		}}
-		// The token is in the instance before the switch, so the node's agent can
-		// attest as soon as the new configuration starts it.
-		deployment["depends_on"] = []string{agent}
 		entries := map[string]any{}
 		for _, n := range nodes {
 			keys := []string{}

@@ -119,7 +119,7 @@ func (d *Deployment) submitApplications(v any, at field.Path) error {
 		if !ok {
 			return field.Errorf(aat, "wrong type: %s, want an object", data.KindOf(apps[name]).Article())
 		}
-		merged := definition.Application{Module: baked.Module, Settings: maps.Clone(baked.Settings)}
+		merged := definition.Application{Module: baked.Module, Settings: maps.Clone(baked.Settings), Units: baked.Units}
 		for _, key := range sortedKeys(entry) {
 			switch key {
 			case "enable":

@@ -107,7 +107,7 @@ in
 # Closures of one area live in a file of their own (verdict.nix: unit classes;
 # switch.nix: switch-to-configuration's behaviour; owned.nix: which units a
 # configuration owns), so each area's fixtures can be read (and changed) on their own.
-area ./verdict.nix // area ./switch.nix // area ./owned.nix // rec {
+area ./verdict.nix // area ./switch.nix // area ./owned.nix // area ./identity.nix // rec {
   inherit payload;
 
   # Everything comes up.
