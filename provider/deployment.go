@@ -234,7 +234,8 @@ func (m *deploymentModel) transport() (effects.Transport, error) {
 		return nil, errors.New(msg)
 	}
 	if inst := m.IncusInstance.ValueString(); inst != "" {
-		return incus.New(incus.Config{Instance: inst, Project: m.IncusProject.ValueString(), Remote: os.Getenv(EnvIncusRemote)})
+		return incus.New(incus.Config{Instance: inst, Project: m.IncusProject.ValueString(), Remote: os.Getenv(EnvIncusRemote),
+			KeyFile: os.Getenv(EnvIncusClientKeyFile)})
 	}
 	sc := ssh.Config{User: m.User.ValueString(), Host: m.Host.ValueString(), Port: int(m.Port.ValueInt64()),
 		HostKey: m.HostKey.ValueString(), KnownHostsFile: m.KnownHostsFile.ValueString()}
