@@ -274,7 +274,8 @@ func (m *deploymentModel) transport() (effects.Transport, error) {
 // incusTransport reaches an instance through the daemon of $SWITCHYARD_INCUS_REMOTE
 // (the local one by default).
 func incusTransport(instance, project string) (effects.Transport, error) {
-	return incus.New(incus.Config{Instance: instance, Project: project, Remote: os.Getenv(EnvIncusRemote)})
+	return incus.New(incus.Config{Instance: instance, Project: project, Remote: os.Getenv(EnvIncusRemote),
+		KeyFile: os.Getenv(EnvIncusClientKeyFile)})
 }
 
 // logReporter sends the body's progress to the provider log (TF_LOG_PROVIDER).

@@ -5,8 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
@@ -23,7 +23,6 @@ import (
 
 	"github.com/switchyard-nix/switchyard/transports/incus"
 	"github.com/switchyard-nix/switchyard/transports/incus/api"
-	"github.com/switchyard-nix/switchyard/transports/incus/clientconf"
 )
 
 // instanceModel is switchyard_incus_instance's data. The attribute names follow
@@ -54,11 +53,11 @@ type instance struct {
 // newInstance reaches the daemon of $SWITCHYARD_INCUS_REMOTE (the local one by
 // default); a remote that cannot be used fails every operation, naming it.
 func newInstance() resource.Resource {
-	ep, err := clientconf.Open(os.Getenv(EnvIncusRemote))
+	c, err := incusClient()
 	if err != nil {
 		return &instance{err: err}
 	}
-	return &instance{c: ep.Client()}
+	return &instance{c: c}
 }
 
 // usable reports a remote that could not be opened.
@@ -160,26 +159,88 @@ func (r *instance) Create(ctx context.Context, req resource.CreateRequest, resp 
 }
 
 // source is where a new instance comes from: the local image alias img when
-// there is one, else the image of fingerprint img.
+// there is one, else the image of fingerprint img. A project with images of
+// its own (features.images true) that has neither gets the default project's
+// image of that alias or fingerprint cached in it first: the daemon does not
+// look into other projects for a local image.
 func (r *instance) source(ctx context.Context, project, img string) (api.InstanceSource, error) {
 	if img == "" {
 		return api.InstanceSource{}, errors.New("no image")
 	}
-	_, err := r.c.ImageAlias(ctx, project, img)
+	fp, err := r.localImage(ctx, project, img)
 	switch {
-	case err == nil:
+	case err == nil && fp == "":
 		return api.InstanceSource{Type: "image", Alias: img}, nil
+	case err == nil:
+		return api.InstanceSource{Type: "image", Fingerprint: fp}, nil
 	case !api.IsNotFound(err):
 		return api.InstanceSource{}, err
 	}
-	image, err := r.c.Image(ctx, project, img)
-	switch {
-	case err == nil:
-		return api.InstanceSource{Type: "image", Fingerprint: image.Fingerprint}, nil
-	case api.IsNotFound(err):
-		return api.InstanceSource{}, fmt.Errorf("no local image has the alias or fingerprint %q", img)
+	notFound := fmt.Errorf("no local image has the alias or fingerprint %q", img)
+	if project == "" || project == api.DefaultProject {
+		return api.InstanceSource{}, notFound
 	}
-	return api.InstanceSource{}, err
+	p, err := r.c.Project(ctx, project)
+	if err != nil {
+		return api.InstanceSource{}, fmt.Errorf("project %s: %w", project, err)
+	}
+	if p.Config["features.images"] != "true" {
+		return api.InstanceSource{}, notFound // it sees the default project's images already
+	}
+	fp, err = r.localImage(ctx, api.DefaultProject, img)
+	switch {
+	case api.IsNotFound(err):
+		return api.InstanceSource{}, fmt.Errorf("no local image of project %s or %s has the alias or fingerprint %q", project, api.DefaultProject, img)
+	case err != nil:
+		return api.InstanceSource{}, err
+	case fp == "":
+		a, err := r.c.ImageAlias(ctx, api.DefaultProject, img)
+		if err != nil {
+			return api.InstanceSource{}, err
+		}
+		fp = a.Target
+	}
+	if err := r.cacheImage(ctx, project, fp); err != nil {
+		return api.InstanceSource{}, fmt.Errorf("caching image %s of project %s in project %s: %w", shortFingerprint(fp), api.DefaultProject, project, err)
+	}
+	tflog.Info(ctx, fmt.Sprintf("incus project %s: cached image %s of project %s", project, shortFingerprint(fp), api.DefaultProject))
+	return api.InstanceSource{Type: "image", Fingerprint: fp}, nil
+}
+
+// localImage finds img in project: "" when it is an alias, else the full
+// fingerprint of the image it is a fingerprint (prefix) of. Neither is an
+// error IsNotFound tells.
+func (r *instance) localImage(ctx context.Context, project, img string) (string, error) {
+	_, err := r.c.ImageAlias(ctx, project, img)
+	if err == nil || !api.IsNotFound(err) {
+		return "", err
+	}
+	image, err := r.c.Image(ctx, project, img)
+	if err != nil {
+		return "", err
+	}
+	return image.Fingerprint, nil
+}
+
+// cacheMu serialises the caching of images, so that the instances of one
+// project created at once copy an image once.
+var cacheMu sync.Mutex
+
+// cacheImage copies the default project's image of fingerprint fp into
+// project, unless it is there already (another process may have copied it).
+func (r *instance) cacheImage(ctx context.Context, project, fp string) error {
+	cacheMu.Lock()
+	defer cacheMu.Unlock()
+	if _, err := r.c.Image(ctx, project, fp); err == nil {
+		return nil
+	}
+	err := r.c.CopyImage(ctx, api.DefaultProject, project, fp)
+	if err != nil {
+		if _, gerr := r.c.Image(ctx, project, fp); gerr == nil {
+			return nil // copied meanwhile by someone else
+		}
+	}
+	return err
 }
 
 // waitBooted waits, at most bootTimeout, until systemd in the instance has

@@ -36,6 +36,9 @@ const (
 	// instances and Incus deployments are reached through ("" or "local": the
 	// local daemon's unix socket).
 	EnvIncusRemote = "SWITCHYARD_INCUS_REMOTE"
+	// EnvIncusClientKeyFile is the incusClientKeyFile setting: a PEM client
+	// key that replaces the client configuration's for an HTTPS remote.
+	EnvIncusClientKeyFile = "SWITCHYARD_INCUS_CLIENT_KEY_FILE"
 )
 
 // MagicCookieEnv is set in a plugin's environment when OpenTofu (or Terraform)
@@ -68,9 +71,12 @@ func (p *switchyardProvider) Configure(context.Context, provider.ConfigureReques
 }
 
 func (p *switchyardProvider) Resources(context.Context) []func() resource.Resource {
-	return []func() resource.Resource{newDeployment, newInstance, newVerdict}
+	return []func() resource.Resource{
+		newDeployment, newInstance, newVerdict,
+		newProject,
+	}
 }
 
 func (p *switchyardProvider) DataSources(context.Context) []func() datasource.DataSource {
-	return nil
+	return []func() datasource.DataSource{newAddresses}
 }

@@ -30,6 +30,10 @@ type Config struct {
 	// ~/.config/incus: config.yml, the client certificate, the pinned server
 	// certificate); "" and "local" are the local daemon's unix socket.
 	Remote string
+	// KeyFile is the incusClientKeyFile setting: a PEM client key (with its
+	// certificate, else the client configuration's) used for the HTTPS
+	// Remote instead of the client configuration's key. "" for none.
+	KeyFile string
 	// Socket is the local daemon's unix socket; default $INCUS_DIR/unix.socket
 	// when INCUS_DIR is set, else /var/lib/incus/unix.socket. Only without a
 	// Remote.
@@ -70,6 +74,10 @@ func New(cfg Config) (*Transport, error) {
 		}
 	}
 	if isLocal(cfg.Remote) {
+		if cfg.KeyFile != "" {
+			_, err := clientconf.OpenWithKey(clientconf.Local, cfg.KeyFile)
+			return nil, err
+		}
 		cfg.Remote = ""
 		if cfg.Project == "" {
 			cfg.Project = DefaultProject
@@ -82,7 +90,7 @@ func New(cfg Config) (*Transport, error) {
 	if cfg.Socket != "" {
 		return nil, fmt.Errorf("incus remote %q: a socket is for the local daemon only", cfg.Remote)
 	}
-	ep, err := clientconf.Open(cfg.Remote)
+	ep, err := clientconf.OpenWithKey(cfg.Remote, cfg.KeyFile)
 	if err != nil {
 		return nil, err
 	}

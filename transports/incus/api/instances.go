@@ -93,13 +93,6 @@ type Image struct {
 	Size         int64        `json:"size"`
 }
 
-// ProjectsPost is the body of POST /1.0/projects.
-type ProjectsPost struct {
-	Name        string            `json:"name"`
-	Description string            `json:"description"`
-	Config      map[string]string `json:"config"`
-}
-
 func instancePath(name string, sub ...string) string {
 	p := "/1.0/instances/" + url.PathEscape(name)
 	for _, s := range sub {
@@ -238,17 +231,4 @@ func (c *Client) Image(ctx context.Context, project, fingerprint string) (*Image
 		return nil, err
 	}
 	return &img, nil
-}
-
-// CreateProject creates a project.
-func (c *Client) CreateProject(ctx context.Context, req ProjectsPost) error {
-	_, err := c.call(ctx, http.MethodPost, "/1.0/projects", req, "")
-	return err
-}
-
-// DeleteProject deletes an empty project. A missing project is an error
-// IsNotFound tells.
-func (c *Client) DeleteProject(ctx context.Context, name string) error {
-	_, err := c.call(ctx, http.MethodDelete, "/1.0/projects/"+url.PathEscape(name), nil, "")
-	return err
 }

@@ -137,12 +137,57 @@ func Open(remote string) (*Endpoint, error) {
 	return c.Endpoint(remote)
 }
 
+// OpenWithKey is Open with the client key of keyFile instead of the client
+// configuration's: keyFile is a PEM file holding a private key, and the
+// certificate it goes with when it holds a CERTIFICATE block too (else the
+// configuration's client certificate, clientcerts/<remote>.crt or client.crt,
+// is used). keyFile "" is Open. A key file is for an HTTPS remote only. Its
+// errors name the setting (incusClientKeyFile), never the file's path or its
+// content.
+func OpenWithKey(remote, keyFile string) (*Endpoint, error) {
+	if keyFile == "" {
+		return Open(remote)
+	}
+	if remote == "" || remote == Local {
+		return nil, errLocalKey(remote)
+	}
+	dir, err := Dir()
+	if err != nil {
+		return nil, fmt.Errorf("incus remote %q: %w", remote, err)
+	}
+	c, err := Load(dir)
+	if err != nil {
+		return nil, fmt.Errorf("incus remote %q: %w", remote, err)
+	}
+	return c.EndpointWithKey(remote, keyFile)
+}
+
+func errLocalKey(remote string) error {
+	if remote == "" {
+		remote = Local
+	}
+	return fmt.Errorf("incusClientKeyFile: the remote %q is the local daemon's unix socket, which takes no client key; a client key is for an HTTPS remote", remote)
+}
+
 // Endpoint says how to reach the remote name: its address, the TLS
 // configuration (the client certificate; the server certificate pinned by
 // servercerts/<name>.crt, else verified by the system's roots), its default
 // project. Errors are one line naming the remote, and never a key's path.
 func (c *Config) Endpoint(name string) (*Endpoint, error) {
+	return c.endpoint(name, "")
+}
+
+// EndpointWithKey is Endpoint with the client key of keyFile (see
+// OpenWithKey); keyFile "" is Endpoint.
+func (c *Config) EndpointWithKey(name, keyFile string) (*Endpoint, error) {
+	return c.endpoint(name, keyFile)
+}
+
+func (c *Config) endpoint(name, keyFile string) (*Endpoint, error) {
 	if name == "" || name == Local {
+		if keyFile != "" {
+			return nil, errLocalKey(name)
+		}
 		return &Endpoint{Remote: Local, Socket: api.Socket()}, nil
 	}
 	r, ok := c.Remotes[name]
@@ -169,6 +214,9 @@ func (c *Config) Endpoint(name string) (*Endpoint, error) {
 	}
 	addr = strings.TrimSpace(addr)
 	if sock, ok := strings.CutPrefix(addr, "unix://"); ok {
+		if keyFile != "" {
+			return nil, errLocalKey(name)
+		}
 		if sock == "" {
 			sock = api.Socket()
 		}
@@ -179,7 +227,12 @@ func (c *Config) Endpoint(name string) (*Endpoint, error) {
 		return nil, fmt.Errorf("incus remote %q: %w", name, err)
 	}
 	host, _, _ := net.SplitHostPort(hostPort)
-	client, err := c.clientCert(name)
+	var client tls.Certificate
+	if keyFile != "" {
+		client, err = c.clientCertWithKey(name, keyFile)
+	} else {
+		client, err = c.clientCert(name)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -225,6 +278,51 @@ func (c *Config) clientCert(remote string) (tls.Certificate, error) {
 	cert, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
 		return tls.Certificate{}, fmt.Errorf("incus remote %q: the client certificate and key do not load: %v", remote, err)
+	}
+	return cert, nil
+}
+
+// clientCertWithKey loads the client key of keyFile and its certificate: the
+// CERTIFICATE blocks of keyFile when it has any, else the configuration's
+// client certificate for remote (clientcerts/<remote>.crt, else client.crt).
+// Its errors name the setting, never the file's path or its content.
+func (c *Config) clientCertWithKey(remote, keyFile string) (tls.Certificate, error) {
+	keyPEM, err := os.ReadFile(keyFile)
+	if err != nil {
+		return tls.Certificate{}, fmt.Errorf("incusClientKeyFile: the key file cannot be read (%s)", reason(err))
+	}
+	hasKey, hasCert := false, false
+	for rest := keyPEM; ; {
+		var block *pem.Block
+		block, rest = pem.Decode(rest)
+		if block == nil {
+			break
+		}
+		switch {
+		case block.Type == "CERTIFICATE":
+			hasCert = true
+		case strings.HasSuffix(block.Type, "PRIVATE KEY"):
+			hasKey = true
+		}
+	}
+	if !hasKey {
+		return tls.Certificate{}, errors.New("incusClientKeyFile: the key file holds no PEM private key")
+	}
+	certPEM := keyPEM
+	if !hasCert {
+		crt := filepath.Join(c.Dir, "clientcerts", remote+".crt")
+		if !exists(crt) {
+			crt = filepath.Join(c.Dir, "client.crt")
+		}
+		certPEM, err = os.ReadFile(crt)
+		if err != nil {
+			return tls.Certificate{}, fmt.Errorf("incusClientKeyFile: incus remote %q: the key file holds no certificate and the Incus client configuration has no client certificate (%s)", remote, reason(err))
+		}
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		// The tls package's errors name neither files nor key material.
+		return tls.Certificate{}, fmt.Errorf("incusClientKeyFile: incus remote %q: the key does not go with the client certificate: %v", remote, err)
 	}
 	return cert, nil
 }
