@@ -14,6 +14,7 @@ require (
 require (
 	github.com/hashicorp/errwrap v1.0.0 // indirect
 	github.com/hashicorp/go-multierror v1.1.1 // indirect
+	github.com/miekg/dns v1.1.73 // indirect
 	golang.org/x/mod v0.42.0 // indirect
 )
 
