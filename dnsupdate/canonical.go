@@ -123,3 +123,24 @@ func rdata(rr dns.RR) string {
 
 // CanonicalName is a name as RRsets carry it: lower case, fully qualified.
 func CanonicalName(name string) string { return dns.Fqdn(strings.ToLower(strings.TrimSpace(name))) }
+
+// IsCanonical says whether record is already in the canonical presentation form
+// of typ (what Canonical returns and Read gives), so that state and
+// configuration compare equal.
+func IsCanonical(typ, record string) bool {
+	t, ok := dns.StringToType[strings.ToUpper(typ)]
+	if !ok || !supported[t] || strings.ContainsAny(record, "\n\r") {
+		return false
+	}
+	rr, err := dns.NewRR(". 0 IN " + dns.TypeToString[t] + " " + record)
+	if err != nil || rr == nil || rr.Header().Rrtype != t {
+		return false
+	}
+	return rdata(rr) == record
+}
+
+// Supported says whether Canonical, Apply and Read handle record type typ.
+func Supported(typ string) bool {
+	t, ok := dns.StringToType[strings.ToUpper(typ)]
+	return ok && supported[t]
+}

@@ -61,3 +61,23 @@ func TestCanonical(t *testing.T) {
 		}
 	}
 }
+
+// What Canonical returns is canonical; the raw values the tree gives are not.
+func TestIsCanonical(t *testing.T) {
+	for _, c := range []struct{ typ, value string }{{"A", "192.0.2.1"}, {"AAAA", "2001:db8::1"}, {"CNAME", "web"},
+		{"MX", "10 mail"}, {"TXT", "hello world"}, {"TXT", strings.Repeat("y", 600)}, {"CAA", `0 Issue "x.org"`}} {
+		got, err := Canonical(c.typ, c.value, "example.com.")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !IsCanonical(c.typ, got) {
+			t.Errorf("%s %q: Canonical gave %q, which IsCanonical refuses", c.typ, c.value, got)
+		}
+	}
+	for _, c := range []struct{ typ, value string }{{"AAAA", "2001:DB8::1"}, {"CNAME", "web"}, {"CNAME", "Web.example.com."},
+		{"MX", "10 mail"}, {"TXT", "hello world"}, {"A", "192.0.2.1\n"}, {"BOGUS", "x"}} {
+		if IsCanonical(c.typ, c.value) {
+			t.Errorf("%s %q: called canonical", c.typ, c.value)
+		}
+	}
+}

@@ -36,6 +36,9 @@ const (
 	// instances and Incus deployments are reached through ("" or "local": the
 	// local daemon's unix socket).
 	EnvIncusRemote = "SWITCHYARD_INCUS_REMOTE"
+	// EnvDNSKeyFile is the path of the TSIG key file (BIND format) the DNS
+	// RRsets are updated with.
+	EnvDNSKeyFile = "SWITCHYARD_DNS_TSIG_KEY_FILE"
 )
 
 // MagicCookieEnv is set in a plugin's environment when OpenTofu (or Terraform)
@@ -68,7 +71,7 @@ func (p *switchyardProvider) Configure(context.Context, provider.ConfigureReques
 }
 
 func (p *switchyardProvider) Resources(context.Context) []func() resource.Resource {
-	return []func() resource.Resource{newDeployment, newInstance}
+	return []func() resource.Resource{newDeployment, newInstance, newDNSRRSet}
 }
 
 func (p *switchyardProvider) DataSources(context.Context) []func() datasource.DataSource {
