@@ -60,9 +60,13 @@ func TestServerRRsets(t *testing.T) {
 				if err != nil || ok {
 					t.Fatalf("%s %s before: found %v, %v", want.Name, want.Type, ok, err)
 				}
+				n := s.Updates(t)
 				sent, err := c.Apply(ctx, s.Zone, nil, want)
 				if err != nil || !sent {
 					t.Fatalf("apply %s %s: sent %v, %v", want.Name, want.Type, sent, err)
+				}
+				if got := s.Updates(t) - n; got != 1 {
+					t.Errorf("apply %s %s: %d update messages, want exactly one", want.Name, want.Type, got)
 				}
 				got, ok, err := c.Read(ctx, s.Zone, want.Name, want.Type)
 				if err != nil || !ok || !got.Equal(want) {
@@ -121,8 +125,12 @@ func TestServerRRsets(t *testing.T) {
 				}
 				want := a
 				want.TTL = ttl
+				n := s.Updates(t)
 				if sent, err := c.Apply(ctx, s.Zone, &have, want); err != nil || !sent {
 					t.Fatalf("ttl %d: sent %v, %v", ttl, sent, err)
+				}
+				if got := s.Updates(t) - n; got != 1 {
+					t.Errorf("ttl %d: %d update messages, want exactly one", ttl, got)
 				}
 				got, _, err := c.Read(ctx, s.Zone, a.Name, a.Type)
 				if err != nil || got.TTL != ttl || !slices.Equal(got.Records, a.Records) {

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -354,16 +355,8 @@ func (s *Server) QueryErr(name, typ string) (uint32, []string, error) {
 		ttl = rr.Header().Ttl
 		recs = append(recs, strings.TrimPrefix(rr.String(), rr.Header().String()))
 	}
-	sortStrings(recs)
+	slices.Sort(recs)
 	return ttl, recs, nil
-}
-
-func sortStrings(s []string) {
-	for i := 1; i < len(s); i++ {
-		for j := i; j > 0 && s[j] < s[j-1]; j-- {
-			s[j], s[j-1] = s[j-1], s[j]
-		}
-	}
 }
 
 // syncBuffer is a log buffer the server writes while tests read it.
