@@ -39,6 +39,9 @@ const (
 	// EnvIncusClientKeyFile is the incusClientKeyFile setting: a PEM client
 	// key that replaces the client configuration's for an HTTPS remote.
 	EnvIncusClientKeyFile = "SWITCHYARD_INCUS_CLIENT_KEY_FILE"
+	// EnvDNSKeyFile is the path of the TSIG key file (BIND format) the DNS
+	// RRsets are updated with.
+	EnvDNSKeyFile = "SWITCHYARD_DNS_TSIG_KEY_FILE"
 )
 
 // MagicCookieEnv is set in a plugin's environment when OpenTofu (or Terraform)
@@ -74,6 +77,7 @@ func (p *switchyardProvider) Resources(context.Context) []func() resource.Resour
 	return []func() resource.Resource{
 		newDeployment, newInstance, newVerdict,
 		newProject,
+		newDNSRRSet,
 	}
 }
 
