@@ -68,6 +68,12 @@ func LogLine(line []byte) (node, level, msg string, ok bool) {
 // gives it (format version 4): node to its attributes. Reading the pulled state
 // needs no provider, unlike `show -json`.
 func Deployments(state []byte) (map[string]map[string]any, error) {
+	return Resources(state, ResourceType)
+}
+
+// Resources reads the instances of the resource <typ>.node of a state as Deployments
+// does: node to its attributes.
+func Resources(state []byte, typ string) (map[string]map[string]any, error) {
 	out := map[string]map[string]any{}
 	if len(bytes.TrimSpace(state)) == 0 {
 		return out, nil
@@ -94,7 +100,7 @@ func Deployments(state []byte) (map[string]map[string]any, error) {
 		return nil, fmt.Errorf("state: format version %d, want 4", s.Version)
 	}
 	for _, r := range s.Resources {
-		if r.Module != "" || r.Mode != "managed" || r.Type != ResourceType || r.Name != ResourceName {
+		if r.Module != "" || r.Mode != "managed" || r.Type != typ || r.Name != ResourceName {
 			continue
 		}
 		for _, i := range r.Instances {

@@ -218,3 +218,18 @@ func escapeAll(ss []string) []string {
 	}
 	return out
 }
+
+// TenantNodeAddresses are the addresses of what follows a tenant's node's deploy in
+// the graph: the pass after registration (which takes its entries and agent in as
+// dependencies) and the node's own records. A subset run targets them beside the
+// deployment and the instance.
+func TenantNodeAddresses(node string, t *Tenant) []string {
+	out := []string{fmt.Sprintf("%s.%s[%q]", VerdictType, ResourceName, node)}
+	if t.Spire != nil {
+		out = append(out, fmt.Sprintf("%s.%s[%q]", AgentType, ResourceName, node))
+	}
+	if t.DNS != nil {
+		out = append(out, fmt.Sprintf("%s.node_a[%q]", RRsetType, node), fmt.Sprintf("%s.node_aaaa[%q]", RRsetType, node))
+	}
+	return out
+}

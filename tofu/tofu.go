@@ -466,7 +466,10 @@ func InstanceAddress(node string) string {
 	return fmt.Sprintf("%s.%s[%s]", InstanceType, ResourceName, strconv.Quote(node))
 }
 
-var addrRE = regexp.MustCompile(`^(?:` + ResourceType + `|` + InstanceType + `)\.` + ResourceName + `\["((?:[^"\\]|\\.)*)"\]`)
+// addrRE matches the per-node resources of the graph: deployment, instance, and a
+// tenant's agent, verdict pass, node records (keyed by node) and entries (keyed by
+// "<node>/<application>/<unit>"), data sources too.
+var addrRE = regexp.MustCompile(`^(?:data\.)?switchyard_[a-z_]+\.(?:` + ResourceName + `|node_a|node_aaaa|unit)\["((?:[^"\\]|\\.)*)"\]`)
 
 // NodeOf gives the node a resource address names, its deployment's or its
 // instance's ("" when none).
@@ -477,7 +480,8 @@ func NodeOf(addr string) string {
 	}
 	s, err := strconv.Unquote(`"` + m[1] + `"`)
 	if err != nil {
-		return m[1]
+		s = m[1]
 	}
-	return s
+	node, _, _ := strings.Cut(s, "/") // an entry's key; node names have no "/"
+	return node
 }

@@ -2,6 +2,7 @@ package tofu
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -273,5 +274,70 @@ func TestMainConfigIncus(t *testing.T) {
 	}
 	if a := InstanceAddress("web1"); a != `switchyard_incus_instance.node["web1"]` {
 		t.Errorf("InstanceAddress %s", a)
+	}
+}
+
+// TestTenantConfig: tf-incus-operator's graph (issue 12): the project before its
+// instances, the identity after the deploy, the pass after registration following
+// the deploy and the identity, the nodes' records after the deploy.
+func TestTenantConfig(t *testing.T) {
+	nodes := []Node{{Name: "web1", NixosConf: "c1", Drv: "/nix/store/a.drv", Group: "web",
+		Instance: &Instance{Project: "tenant-a", Image: "img", Profiles: []string{"default"}},
+		Entries:  []Entry{{Key: "web1/hello/hello.service", ID: "e1", SpiffeID: "spiffe://td/web/web1/hello", Selectors: []string{"systemd:id:hello.service"}}}}}
+	tenant := &Tenant{
+		Projects: []Project{{Name: "tenant-a", Description: "d", Config: map[string]string{"features.images": "true"}}},
+		DNS: &DNS{Server: "127.0.0.1:53", Zone: "example.", Domain: "t.example.", NodeTTL: 300,
+			RRsets: []RRset{{Name: "www.t.example.", Type: "A", TTL: 60, Records: []string{"192.0.2.1"}}}},
+		Spire: &Spire{Server: "unix:///s.sock", TrustDomain: "td"},
+	}
+	b, err := TenantConfig(nodes, Backend{Path: "/s"}, false, tenant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		Resource map[string]map[string]map[string]any
+		Data     map[string]map[string]map[string]any
+		Locals   map[string]map[string]any
+	}
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	res := cfg.Resource
+	for _, c := range []struct{ typ, name, attr, want string }{
+		{InstanceType, "node", "project", "${switchyard_incus_project.tenant[each.value.project].name}"},
+		{ProjectType, "tenant", "for_each", "${local.projects}"},
+		{EntryType, "unit", "parent_id", "${switchyard_spire_agent.node[each.value.node].agent_id}"},
+		{VerdictType, "node", "deployment", "${sha256(switchyard_deployment.node[each.key].verdict)}"},
+		{RRsetType, "node_a", "records", "${sort(data.switchyard_incus_addresses.node[each.key].ipv4)}"},
+		{RRsetType, "node_aaaa", "name", "${each.key}.t.example."},
+		{RRsetType, "record", "for_each", "${local.records}"},
+	} {
+		if got := res[c.typ][c.name][c.attr]; got != c.want {
+			t.Errorf("%s.%s.%s = %v, want %s", c.typ, c.name, c.attr, got, c.want)
+		}
+	}
+	if got := res[ResourceType]["node"]["defer_verdict"]; got != true {
+		t.Errorf("deployment defer_verdict %v", got)
+	}
+	if got := res[AgentType]["node"]["depends_on"]; !strings.Contains(fmt.Sprint(got), "switchyard_deployment.node") {
+		t.Errorf("the agent does not follow the deploy: %v", got)
+	}
+	if got := fmt.Sprint(res[VerdictType]["node"]["identity"]); !strings.Contains(got, "switchyard_spire_entry.unit[k].id") {
+		t.Errorf("the verdict pass does not follow the entries: %s", got)
+	}
+	if got := cfg.Data[AddressesType]["node"]["depends_on"]; !strings.Contains(fmt.Sprint(got), "switchyard_deployment.node") {
+		t.Errorf("the addresses are read before the deploy: %v", got)
+	}
+	if got := cfg.Locals["nodes"]["web1"].(map[string]any)["entries"]; fmt.Sprint(got) != "[web1/hello/hello.service]" {
+		t.Errorf("web1's entries: %v", got)
+	}
+	if _, err := TenantConfig(nodes, Backend{Path: "/s"}, false, &Tenant{}); err == nil {
+		t.Error("an instance in a project that is no tenant's: no error")
+	}
+	if got := NodeOf(`switchyard_spire_entry.unit["web1/hello/hello.service"]`); got != "web1" {
+		t.Errorf("NodeOf(entry) = %q", got)
+	}
+	if got := NodeOf(`data.switchyard_incus_addresses.node["web2"]`); got != "web2" {
+		t.Errorf("NodeOf(addresses) = %q", got)
 	}
 }

@@ -31,6 +31,10 @@ type Tree struct {
 	Group   string // default "web"
 	Nodes   []Node
 	Closure string // the test closure the hello application builds (default "healthy")
+	// DNS is the tree's `dns` (tf-incus-operator's records); nil: none.
+	DNS map[string]any
+	// Groups are more groups, written as given (e.g. one that runs no application).
+	Groups map[string]any
 }
 
 // Builder is the builder of test trees ({ configuration, plan }: toplevel): the closure
@@ -101,6 +105,12 @@ func Write(dir string, spec Tree) error {
 			"mail": map[string]any{"enable": false, "module": "apps/mail.nix", "settings": map[string]any{}},
 		},
 		"groups": map[string]any{spec.Group: map[string]any{"applications": []string{"hello", "mail"}, "nodes": nodes}},
+	}
+	if spec.DNS != nil {
+		def["dns"] = spec.DNS
+	}
+	for name, g := range spec.Groups {
+		def["groups"].(map[string]any)[name] = g
 	}
 	b, err := json.MarshalIndent(def, "", "  ")
 	if err != nil {
