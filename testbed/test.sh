@@ -8,18 +8,21 @@ switchyard_ensure_go
 
 # The tests need OpenTofu and the VM tier's image (testbed/vm) too.
 export SWITCHYARD_TESTBED_VM=1
-image=$(SWITCHYARD_TESTBED_TOFU=1 bash testbed/setup.sh)
+# And tf-incus-operator's servers: bind9, knot, spire-server (built once, cached).
+image=$(SWITCHYARD_TESTBED_TOFU=1 SWITCHYARD_TESTBED_OPERATOR=1 bash testbed/setup.sh)
 # Nodes left by an interrupted run on this machine.
 incus list --format csv -c n user.switchyard-testbed=true | xargs -r -n1 incus delete --force || true
-# Projects (and their instances) left by an interrupted tf-incus test.
+# Projects (and their instances and cached images) left by an interrupted tf-incus test.
 for project in $(incus project list --format csv | cut -d, -f1 | cut -d' ' -f1 | grep '^switchyard-test-' || true); do
 	incus list --project "$project" --format csv -c n | xargs -r -n1 incus delete --force --project "$project" || true
+	incus image list --project "$project" --format csv -c F | xargs -r -n1 incus image delete --project "$project" || true
 	incus project delete "$project" || true
 done
 
 export SWITCHYARD_TESTBED=require SWITCHYARD_TESTBED_IMAGE=$image
 # OpenTofu as setup.sh built and cached it.
 export SWITCHYARD_TOFU=${SWITCHYARD_TOFU:-${SWITCHYARD_TESTBED_CACHE:-/var/cache/switchyard-testbed}/tofu-1.10.6/tofu}
+export SWITCHYARD_SPIRE_SERVER=${SWITCHYARD_SPIRE_SERVER:-${SWITCHYARD_TESTBED_CACHE:-/var/cache/switchyard-testbed}/spire-1.13.3/spire-server}
 echo "testbed: image $image; $(go version)" >&2
 go vet ./...
 log=$(mktemp)
