@@ -44,7 +44,8 @@ func (f *fleet) width() int {
 }
 
 // transport reaches a planned node: an Incus node (tf-incus) through the Incus API
-// of the incusRemote setting's daemon (default the local one), in the method's project; otherwise over SSH with its pinned host key, or the
+// of the incusRemote setting's daemon (default the local one), in the method's project (a
+// tenant's: its group's project); otherwise over SSH with its pinned host key, or the
 // knownHostsFile setting (default ~/.ssh/known_hosts); the sshKeyFile credential and
 // the agent.
 func (f *fleet) transport(n *plan.Node) (effects.Transport, error) {
@@ -52,7 +53,12 @@ func (f *fleet) transport(n *plan.Node) (effects.Transport, error) {
 		if n.Plan.Incus == nil {
 			return nil, fmt.Errorf("%s: no incus settings", n.Name)
 		}
-		return incus.New(incus.Config{Instance: n.Name, Project: f.d.String("project"), Remote: f.d.String("incusRemote")})
+		project := f.d.String("project")
+		if f.m.TenantsOnly {
+			project = tenantProject(f.d, n.Group)
+		}
+		return incus.New(incus.Config{Instance: n.Name, Project: project, Remote: f.d.String("incusRemote"),
+			KeyFile: f.d.String("incusClientKeyFile")})
 	}
 	s := n.Plan.SSH
 	if s == nil {
