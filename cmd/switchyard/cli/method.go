@@ -99,10 +99,6 @@ func runMethod(name string, args []string, e env) int {
 		fmt.Fprintf(e.stderr, "switchyard %s: unknown verb %q (want one of %s)\n", name, verb, strings.Join(verbs(m), ", "))
 		return ExitRefused
 	}
-	if m.Name == "tf-incus-operator" && !contains([]string{"names", "schema"}, verb) {
-		fmt.Fprintf(e.stderr, "switchyard %s %s: not built yet (names and schema are)\n", name, verb)
-		return ExitRefused
-	}
 	f, err := parseMethodFlags(verb, args[1:])
 	if err != nil {
 		fmt.Fprintf(e.stderr, "switchyard %s %s: %v\n", name, verb, err)

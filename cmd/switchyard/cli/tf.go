@@ -76,8 +76,12 @@ func (r *tfRun) run(ctx context.Context) (int, error) {
 			if i == nil {
 				return ExitRefused, fmt.Errorf("%s: no incus settings: %w", n.Name, errRefused)
 			}
-			nodes = append(nodes, tofu.Node{Name: n.Name, NixosConf: n.NixosConf, Drv: drvs[n.Name],
-				Instance: instanceOf(i, r.d.String("project"))})
+			project := r.d.String("project")
+			if r.m.TenantsOnly {
+				project = tenantProject(r.d, n.Group)
+			}
+			nodes = append(nodes, tofu.Node{Name: n.Name, NixosConf: n.NixosConf, Drv: drvs[n.Name], Group: n.Group,
+				Instance: instanceOf(i, project)})
 			continue
 		}
 		s := n.Plan.SSH
@@ -97,14 +101,36 @@ func (r *tfRun) run(ctx context.Context) (int, error) {
 	}
 	if r.m.Transport == method.Incus {
 		// A remote that cannot be used is refused before OpenTofu runs.
-		if r.d.String("incusClientKeyFile") != "" {
-			return ExitRefused, fmt.Errorf("incusClientKeyFile: not built yet: the client key comes from the Incus client configuration: %w", errRefused)
-		}
-		remote := r.d.String("incusRemote")
-		if _, err := clientconf.Open(remote); err != nil {
+		remote, keyFile := r.d.String("incusRemote"), r.d.String("incusClientKeyFile")
+		if keyFile != "" {
+			if _, err := clientconf.OpenWithKey(remote, keyFile); err != nil {
+				return ExitRefused, fmt.Errorf("%w: %w", err, errRefused)
+			}
+			extra[provider.EnvIncusClientKeyFile] = keyFile
+		} else if _, err := clientconf.Open(remote); err != nil {
 			return ExitRefused, fmt.Errorf("incusRemote: %w: %w", err, errRefused)
 		}
 		extra[provider.EnvIncusRemote] = remote
+	}
+	var tenant *tofu.Tenant
+	if r.m.TenantsOnly {
+		coords := map[string]string{}
+		if len(r.p.Nodes) > 0 {
+			coords = r.p.Nodes[0].Plan.Coordinates
+		}
+		t, env, err := tenantOf(r.d, nodes, coords)
+		if err != nil {
+			return exitFor(err), err
+		}
+		tenant = t
+		for k, v := range env {
+			extra[k] = v
+		}
+		if r.mr.verb == "apply" || r.mr.verb == "destroy" {
+			if err := tenantPreflight(ctx, t, env); err != nil {
+				return ExitInfra, err
+			}
+		}
 	}
 	backend := tofu.Backend{Kind: r.d.String("stateBackend")}
 	if backend.Kind == "pg" {
@@ -120,7 +146,7 @@ func (r *tfRun) run(ctx context.Context) (int, error) {
 	}
 	subset := r.mr.f.group != "" || len(r.mr.f.nodes) > 0
 	r.ws, err = tofu.Prepare(tofu.Setup{StateDir: r.stateDir, Bin: bin, Self: self, Nodes: nodes,
-		Backend: backend, Subset: subset, Environ: os.Environ(), Extra: extra})
+		Backend: backend, Subset: subset, Environ: os.Environ(), Extra: extra, Tenant: tenant})
 	if err != nil {
 		return ExitInfra, fmt.Errorf("OpenTofu working directory: %w", err)
 	}
@@ -159,6 +185,13 @@ func (r *tfRun) run(ctx context.Context) (int, error) {
 				// So that destroy deletes the instance too (apply would take it in as
 				// the deployment's dependency anyway).
 				r.targets = append(r.targets, tfexec.Target(tofu.InstanceAddress(n.Name)))
+			}
+			if tenant != nil {
+				// What follows the deploy: the identity and the pass after it (which
+				// takes the entries and the agent in), the node's own records.
+				for _, a := range tofu.TenantNodeAddresses(n.Name, tenant) {
+					r.targets = append(r.targets, tfexec.Target(a))
+				}
 			}
 		}
 	}
@@ -384,6 +417,19 @@ func (r *tfRun) states(ctx context.Context) (map[string]nodeState, error) {
 	deployments, err := tofu.Deployments([]byte(raw))
 	if err != nil {
 		return nil, err
+	}
+	if r.m.TenantsOnly {
+		// The node's verdict is the pass's after registration (SPEC 7.1); a node
+		// the graph stopped before it has its deploy's.
+		passes, err := tofu.Resources([]byte(raw), tofu.VerdictType)
+		if err != nil {
+			return nil, err
+		}
+		for node, attrs := range passes {
+			if d, ok := deployments[node]; ok {
+				d["verdict"], d["exit_code"] = attrs["verdict"], attrs["exit_code"]
+			}
+		}
 	}
 	out := map[string]nodeState{}
 	for node, attrs := range deployments {
