@@ -68,7 +68,7 @@ func (p *switchyardProvider) Configure(context.Context, provider.ConfigureReques
 }
 
 func (p *switchyardProvider) Resources(context.Context) []func() resource.Resource {
-	return []func() resource.Resource{newDeployment, newInstance}
+	return []func() resource.Resource{newDeployment, newInstance, newSpireAgent, newSpireEntry}
 }
 
 func (p *switchyardProvider) DataSources(context.Context) []func() datasource.DataSource {

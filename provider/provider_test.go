@@ -90,8 +90,10 @@ func checkAttrs(t *testing.T, resource string, got map[string]*tfprotov6.SchemaA
 // switchyard_incus_instance, named as the public Incus provider's incus_instance.
 func TestSchema(t *testing.T) {
 	_, schemas := providerSchemas(t)
-	if len(schemas) != 2 {
-		t.Errorf("resources %v", schemas)
+	for _, name := range []string{"switchyard_deployment", "switchyard_incus_instance", "switchyard_spire_agent", "switchyard_spire_entry"} {
+		if schemas[name] == nil {
+			t.Errorf("resource %s missing: %v", name, schemas)
+		}
 	}
 	str, num, boolean := tftypes.String, tftypes.Number, tftypes.Bool
 	checkAttrs(t, "switchyard_deployment", schemas["switchyard_deployment"], map[string]wantAttr{

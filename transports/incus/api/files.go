@@ -179,6 +179,19 @@ func (c *Client) File(ctx context.Context, project, name, p string) (*File, erro
 	return f, nil
 }
 
+// Stat reads the type, owner and mode of the file p of instance name, not its
+// content. A missing file (or instance) is an error IsNotFound tells.
+func (c *Client) Stat(ctx context.Context, project, name, p string) (*File, error) {
+	if err := checkFilePath(p); err != nil {
+		return nil, fmt.Errorf("instance %s: %w", name, err)
+	}
+	f, err := c.head(ctx, project, name, p)
+	if err != nil {
+		return nil, fmt.Errorf("instance %s: stat %s: %w", name, p, err)
+	}
+	return f, nil
+}
+
 // head is File without the content.
 func (c *Client) head(ctx context.Context, project, name, p string) (*File, error) {
 	return c.read(ctx, project, name, p, false)

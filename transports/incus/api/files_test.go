@@ -55,6 +55,9 @@ func TestFiles(t *testing.T) {
 		t.Errorf("/var/lib changed: %+v %v", f, err)
 	}
 
+	if f, err := c.Stat(ctx, project, name, dir); err != nil || f.Type != api.FileTypeDirectory || f.Content != nil {
+		t.Errorf("Stat %s: %+v %v", dir, f, err)
+	}
 	content := []byte("token-1\n")
 	if err := c.PushFile(ctx, project, name, file, content, api.FileMeta{Mode: 0o600}); err != nil {
 		t.Fatalf("push: %v", err)
@@ -102,8 +105,8 @@ func TestFiles(t *testing.T) {
 	if err := c.DeleteFile(ctx, project, name, file); err != nil {
 		t.Fatalf("delete: %v", err)
 	}
-	if _, err := c.File(ctx, project, name, file); !api.IsNotFound(err) {
-		t.Errorf("File after delete: %v, want not found", err)
+	if _, err := c.Stat(ctx, project, name, file); !api.IsNotFound(err) {
+		t.Errorf("Stat after delete: %v, want not found", err)
 	}
 	if err := c.DeleteFile(ctx, project, name, file); !api.IsNotFound(err) {
 		t.Errorf("second delete: %v, want not found", err)
