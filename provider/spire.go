@@ -144,6 +144,12 @@ func (r *spireAgent) Create(ctx context.Context, req resource.CreateRequest, res
 	}
 	defer sc.Close()
 	agentID := m.agentID()
+	// An earlier token's alias (its file lost, its instance replaced) would
+	// keep that token usable for this identity until it expires: it goes first.
+	if err := sc.DeleteAgent(ctx, agentID); err != nil {
+		fail("remove earlier join tokens' aliases", err)
+		return
+	}
 	token, err := sc.CreateJoinToken(ctx, agentID, time.Duration(m.TokenTTL.ValueInt64())*time.Second)
 	if err != nil {
 		fail("join token", err)

@@ -205,7 +205,8 @@ func tfStrList(ss ...string) tftypes.Value {
 // 0700 directory) and nowhere in state, plan or diagnostics; the entry is
 // created under its derived ID, read back, shows a change made on the server
 // as drift, is put back by an apply, and is deleted; a missing token file
-// removes the agent from state; the agent's delete removes the alias and the file.
+// removes the agent from state, and the next create replaces the old token's
+// alias; the agent's delete removes the alias and the file.
 func TestSpireResources(t *testing.T) {
 	bed := testbed.Require(t)
 	const td = "switchyard.test"
@@ -320,6 +321,12 @@ func TestSpireResources(t *testing.T) {
 		t.Fatalf("the second token file: %v, mode %o, a new token %v", err, f2.Mode, strings.TrimSpace(string(f2.Content)) != token)
 	}
 	token2 := strings.TrimSpace(string(f2.Content))
+	if aliases, err := sc.AgentAliases(ctx, agentID); err != nil || len(aliases) != 1 {
+		t.Errorf("aliases after the second create: %v %v, want one", aliases, err)
+	}
+	if old, err := sc.List(ctx, "spiffe://"+td+"/spire/agent/join_token/"+token); err != nil || len(old) != 0 {
+		t.Errorf("the first token's alias after the second create: %+v %v, want none", old, err)
+	}
 
 	agent.apply(ctx, agentState, nil)
 	if _, err := c.Stat(ctx, project, name, JoinTokenPath); !api.IsNotFound(err) {
