@@ -31,14 +31,19 @@ const DefaultTokenTTL = time.Hour
 // spireTimeout bounds one resource operation's calls to the SPIRE server.
 const spireTimeout = time.Minute
 
-// dialSpire opens the server API of a resource, or reports why it cannot.
-func dialSpire(ctx context.Context, server string, diags *diag.Diagnostics) *spire.Client {
+// withSpire runs fn with a client of the SPIRE server API at server and a
+// context bounded by spireTimeout; a server address that cannot be used is
+// reported instead.
+func withSpire(ctx context.Context, server string, diags *diag.Diagnostics, fn func(context.Context, *spire.Client)) {
+	ctx, cancel := context.WithTimeout(ctx, spireTimeout)
+	defer cancel()
 	c, err := spire.Dial(ctx, server)
 	if err != nil {
 		diags.AddError("spire server", err.Error())
-		return nil
+		return
 	}
-	return c
+	defer c.Close()
+	fn(ctx, c)
 }
 
 // spireAgentModel is switchyard_spire_agent's data. The join token is not in
@@ -130,30 +135,32 @@ func (r *spireAgent) Create(ctx context.Context, req resource.CreateRequest, res
 	fail := func(what string, err error) {
 		resp.Diagnostics.AddError(m.label()+": "+what, fmt.Sprintf("%s: %s: %v", m.label(), what, err))
 	}
-	ctx, cancel := context.WithTimeout(ctx, spireTimeout)
-	defer cancel()
+	withSpire(ctx, m.Server.ValueString(), &resp.Diagnostics, func(ctx context.Context, sc *spire.Client) {
+		if r.create(ctx, sc, &m, fail) {
+			resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+		}
+	})
+}
+
+// create makes the agent's join token and pushes it into the instance.
+func (r *spireAgent) create(ctx context.Context, sc *spire.Client, m *spireAgentModel, fail func(string, error)) bool {
 	project, name := m.IncusProject.ValueString(), m.IncusInstance.ValueString()
 	// The instance first: a token for a node that cannot receive it is not made.
 	if _, err := r.c.Instance(ctx, project, name); err != nil {
 		fail("instance", err)
-		return
+		return false
 	}
-	sc := dialSpire(ctx, m.Server.ValueString(), &resp.Diagnostics)
-	if sc == nil {
-		return
-	}
-	defer sc.Close()
 	agentID := m.agentID()
 	// An earlier token's alias (its file lost, its instance replaced) would
 	// keep that token usable for this identity until it expires: it goes first.
 	if err := sc.DeleteAgent(ctx, agentID); err != nil {
 		fail("remove earlier join tokens' aliases", err)
-		return
+		return false
 	}
 	token, err := sc.CreateJoinToken(ctx, agentID, time.Duration(m.TokenTTL.ValueInt64())*time.Second)
 	if err != nil {
 		fail("join token", err)
-		return
+		return false
 	}
 	dir := path.Dir(JoinTokenPath)
 	root := api.FileMeta{UID: 0, GID: 0, Mode: 0o700}
@@ -167,11 +174,11 @@ func (r *spireAgent) Create(ctx context.Context, req resource.CreateRequest, res
 		if err := sc.DeleteAgent(ctx, agentID); err != nil {
 			fail("remove the unused join token's alias", err)
 		}
-		return
+		return false
 	}
 	m.ID = types.StringValue(agentID)
 	m.AgentID = types.StringValue(agentID)
-	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+	return true
 }
 
 // Read removes the resource when the instance, the token file or the alias
@@ -182,34 +189,29 @@ func (r *spireAgent) Read(ctx context.Context, req resource.ReadRequest, resp *r
 	if !r.usable(&resp.Diagnostics) || resp.Diagnostics.HasError() {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, spireTimeout)
-	defer cancel()
-	_, err := r.c.Stat(ctx, m.IncusProject.ValueString(), m.IncusInstance.ValueString(), JoinTokenPath)
-	if api.IsNotFound(err) {
-		resp.State.RemoveResource(ctx)
-		return
-	}
-	if err != nil {
-		resp.Diagnostics.AddError(m.label()+": read the token file", fmt.Sprintf("%s: read the token file: %v", m.label(), err))
-		return
-	}
-	sc := dialSpire(ctx, m.Server.ValueString(), &resp.Diagnostics)
-	if sc == nil {
-		return
-	}
-	defer sc.Close()
-	aliases, err := sc.AgentAliases(ctx, m.agentID())
-	if err != nil {
-		resp.Diagnostics.AddError(m.label()+": read", fmt.Sprintf("%s: read: %v", m.label(), err))
-		return
-	}
-	if len(aliases) == 0 {
-		resp.State.RemoveResource(ctx)
-		return
-	}
-	m.ID = types.StringValue(m.agentID())
-	m.AgentID = m.ID
-	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+	withSpire(ctx, m.Server.ValueString(), &resp.Diagnostics, func(ctx context.Context, sc *spire.Client) {
+		_, err := r.c.Stat(ctx, m.IncusProject.ValueString(), m.IncusInstance.ValueString(), JoinTokenPath)
+		if api.IsNotFound(err) {
+			resp.State.RemoveResource(ctx)
+			return
+		}
+		if err != nil {
+			resp.Diagnostics.AddError(m.label()+": read the token file", fmt.Sprintf("%s: read the token file: %v", m.label(), err))
+			return
+		}
+		aliases, err := sc.AgentAliases(ctx, m.agentID())
+		if err != nil {
+			resp.Diagnostics.AddError(m.label()+": read", fmt.Sprintf("%s: read: %v", m.label(), err))
+			return
+		}
+		if len(aliases) == 0 {
+			resp.State.RemoveResource(ctx)
+			return
+		}
+		m.ID = types.StringValue(m.agentID())
+		m.AgentID = m.ID
+		resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+	})
 }
 
 // Update only records a new token_ttl (every other attribute replaces): it
@@ -233,21 +235,16 @@ func (r *spireAgent) Delete(ctx context.Context, req resource.DeleteRequest, res
 	if !r.usable(&resp.Diagnostics) || resp.Diagnostics.HasError() {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, spireTimeout)
-	defer cancel()
-	sc := dialSpire(ctx, m.Server.ValueString(), &resp.Diagnostics)
-	if sc == nil {
-		return
-	}
-	defer sc.Close()
-	if err := sc.DeleteAgent(ctx, m.agentID()); err != nil {
-		resp.Diagnostics.AddError(m.label()+": delete", fmt.Sprintf("%s: delete: %v", m.label(), err))
-		return
-	}
-	err := r.c.DeleteFile(ctx, m.IncusProject.ValueString(), m.IncusInstance.ValueString(), JoinTokenPath)
-	if err != nil && !api.IsNotFound(err) {
-		resp.Diagnostics.AddError(m.label()+": delete the token file", fmt.Sprintf("%s: delete the token file: %v", m.label(), err))
-	}
+	withSpire(ctx, m.Server.ValueString(), &resp.Diagnostics, func(ctx context.Context, sc *spire.Client) {
+		if err := sc.DeleteAgent(ctx, m.agentID()); err != nil {
+			resp.Diagnostics.AddError(m.label()+": delete", fmt.Sprintf("%s: delete: %v", m.label(), err))
+			return
+		}
+		err := r.c.DeleteFile(ctx, m.IncusProject.ValueString(), m.IncusInstance.ValueString(), JoinTokenPath)
+		if err != nil && !api.IsNotFound(err) {
+			resp.Diagnostics.AddError(m.label()+": delete the token file", fmt.Sprintf("%s: delete the token file: %v", m.label(), err))
+		}
+	})
 }
 
 // positiveTTL accepts a token_ttl SPIRE accepts: 1 second to 2^31-1.
@@ -343,18 +340,13 @@ func (r *spireEntry) ensure(ctx context.Context, m *spireEntryModel, diags *diag
 	if diags.Append(d...); diags.HasError() {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, spireTimeout)
-	defer cancel()
-	sc := dialSpire(ctx, m.Server.ValueString(), diags)
-	if sc == nil {
-		return
-	}
-	defer sc.Close()
-	if _, err := sc.Ensure(ctx, e); err != nil {
-		diags.AddError(m.label()+": apply", err.Error())
-		return
-	}
-	m.ID = m.EntryID
+	withSpire(ctx, m.Server.ValueString(), diags, func(ctx context.Context, sc *spire.Client) {
+		if _, err := sc.Ensure(ctx, e); err != nil {
+			diags.AddError(m.label()+": apply", err.Error())
+			return
+		}
+		m.ID = m.EntryID
+	})
 }
 
 // Read shows what the server has: an entry gone is removed from state (the
@@ -365,35 +357,29 @@ func (r *spireEntry) Read(ctx context.Context, req resource.ReadRequest, resp *r
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, spireTimeout)
-	defer cancel()
-	sc := dialSpire(ctx, m.Server.ValueString(), &resp.Diagnostics)
-	if sc == nil {
-		return
-	}
-	defer sc.Close()
-	have, ok, err := sc.Get(ctx, m.EntryID.ValueString())
-	if err != nil {
-		resp.Diagnostics.AddError(m.label()+": read", err.Error())
-		return
-	}
-	if !ok {
-		resp.State.RemoveResource(ctx)
-		return
-	}
-	was, d := m.entry(ctx)
-	resp.Diagnostics.Append(d...)
-	m.ID = m.EntryID
-	m.SpiffeID = types.StringValue(have.SpiffeID)
-	m.ParentID = types.StringValue(have.ParentID)
-	// The server keeps selectors as a set: the configured order stays when the
-	// set is the same, so that order alone is no drift.
-	if !sameSet(was.Selectors, have.Selectors) {
-		var d diag.Diagnostics
-		m.Selectors, d = types.ListValueFrom(ctx, types.StringType, have.Selectors)
+	withSpire(ctx, m.Server.ValueString(), &resp.Diagnostics, func(ctx context.Context, sc *spire.Client) {
+		have, ok, err := sc.Get(ctx, m.EntryID.ValueString())
+		if err != nil {
+			resp.Diagnostics.AddError(m.label()+": read", err.Error())
+			return
+		}
+		if !ok {
+			resp.State.RemoveResource(ctx)
+			return
+		}
+		was, d := m.entry(ctx)
 		resp.Diagnostics.Append(d...)
-	}
-	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+		m.ID = m.EntryID
+		m.SpiffeID = types.StringValue(have.SpiffeID)
+		m.ParentID = types.StringValue(have.ParentID)
+		// The server keeps selectors as a set: the configured order stays when
+		// the set is the same, so that order alone is no drift.
+		if !sameSet(was.Selectors, have.Selectors) {
+			m.Selectors, d = types.ListValueFrom(ctx, types.StringType, have.Selectors)
+			resp.Diagnostics.Append(d...)
+		}
+		resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+	})
 }
 
 func sameSet(a, b []string) bool {
@@ -409,14 +395,9 @@ func (r *spireEntry) Delete(ctx context.Context, req resource.DeleteRequest, res
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, spireTimeout)
-	defer cancel()
-	sc := dialSpire(ctx, m.Server.ValueString(), &resp.Diagnostics)
-	if sc == nil {
-		return
-	}
-	defer sc.Close()
-	if err := sc.Delete(ctx, m.EntryID.ValueString()); err != nil {
-		resp.Diagnostics.AddError(m.label()+": delete", err.Error())
-	}
+	withSpire(ctx, m.Server.ValueString(), &resp.Diagnostics, func(ctx context.Context, sc *spire.Client) {
+		if err := sc.Delete(ctx, m.EntryID.ValueString()); err != nil {
+			resp.Diagnostics.AddError(m.label()+": delete", err.Error())
+		}
+	})
 }
