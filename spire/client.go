@@ -120,7 +120,7 @@ func (e Entry) proto() (*types.Entry, error) {
 func fromProto(p *types.Entry) Entry {
 	e := Entry{ID: p.GetId(), SpiffeID: protoID(p.GetSpiffeId()), ParentID: protoID(p.GetParentId())}
 	for _, s := range p.GetSelectors() {
-		e.Selectors = append(e.Selectors, s.GetType()+":"+s.GetValue())
+		e.Selectors = append(e.Selectors, s.GetType()+":"+redact(s.GetValue()))
 	}
 	slices.Sort(e.Selectors)
 	return e
@@ -137,6 +137,15 @@ func protoID(id *types.SPIFFEID) string {
 		path = joinTokenParent + RedactedToken
 	}
 	return spiffeID{td: id.GetTrustDomain(), path: path}.String()
+}
+
+// redact hides the join token in a selector value (an alias entry selects the
+// token's agent ID: "spiffe_id:spiffe://<td>/spire/agent/join_token/<token>").
+func redact(value string) string {
+	if i := strings.Index(value, joinTokenParent); i >= 0 {
+		return value[:i] + joinTokenParent + RedactedToken
+	}
+	return value
 }
 
 // RedactedToken stands for a join token in the IDs the client returns.
