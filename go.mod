@@ -8,6 +8,7 @@ require (
 	github.com/hashicorp/hc-install v0.10.0
 	github.com/kevinburke/ssh_config v1.6.0
 	github.com/miekg/dns v1.1.73
+	github.com/spiffe/spire-api-sdk v1.2.5-0.20250109200630-101d5e7de758
 	golang.org/x/crypto v0.59.0
 	gopkg.in/yaml.v3 v3.0.1
 )
@@ -45,6 +46,6 @@ require (
 	golang.org/x/sys v0.50.0 // indirect
 	golang.org/x/text v0.44.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20251202230838-ff82c1b0f217 // indirect
-	google.golang.org/grpc v1.79.2 // indirect
+	google.golang.org/grpc v1.79.2
 	google.golang.org/protobuf v1.36.11 // indirect
 )

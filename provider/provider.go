@@ -78,6 +78,7 @@ func (p *switchyardProvider) Resources(context.Context) []func() resource.Resour
 		newDeployment, newInstance, newVerdict,
 		newProject,
 		newDNSRRSet,
+		newSpireAgent, newSpireEntry,
 	}
 }
 

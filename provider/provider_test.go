@@ -90,7 +90,8 @@ func checkAttrs(t *testing.T, resource string, got map[string]*tfprotov6.SchemaA
 // switchyard_incus_instance, named as the public Incus provider's incus_instance.
 func TestSchema(t *testing.T) {
 	_, schemas := providerSchemas(t)
-	for _, name := range []string{"switchyard_deployment", "switchyard_incus_instance", "switchyard_verdict"} {
+	for _, name := range []string{"switchyard_deployment", "switchyard_incus_instance", "switchyard_verdict",
+		"switchyard_incus_project", "switchyard_dns_rrset", "switchyard_spire_agent", "switchyard_spire_entry"} {
 		if schemas[name] == nil {
 			t.Errorf("no resource %s among %v", name, schemas)
 		}

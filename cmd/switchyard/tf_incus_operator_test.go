@@ -174,7 +174,7 @@ func (b *operatorBed) wantIdentities(t *testing.T) []string {
 				continue
 			}
 			want := spire.Entry{ID: e.ID, SpiffeID: "spiffe://test.example/web/" + node + "/" + app,
-				ParentID: "spiffe://test.example/spire/agent/switchyard/web/" + node, Selectors: []string{"systemd:id:" + unit}}
+				ParentID: "spiffe://test.example/switchyard/agent/web/" + node, Selectors: []string{"systemd:id:" + unit}}
 			if e.SpiffeID != want.SpiffeID || e.ParentID != want.ParentID || !slices.Equal(e.Selectors, want.Selectors) {
 				t.Errorf("%s %s: entry %+v, want %+v", node, app, e, want)
 			}

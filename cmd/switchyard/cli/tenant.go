@@ -120,6 +120,7 @@ func tenantDNS(d *merge.Deployment, t *tofu.Tenant, nodes []tofu.Node, domain st
 		nodeNames[n.Name] = true
 	}
 	at := field.Path("").Key("dns").Key("records")
+	var rrsets []tofu.RRset
 	for _, name := range sortedKeys(records) {
 		r := records[name]
 		owner := fqdn
@@ -146,11 +147,10 @@ func tenantDNS(d *merge.Deployment, t *tofu.Tenant, nodes []tofu.Node, domain st
 				}
 			}
 			sort.Strings(set.Records)
-			t.RRsets = append(t.RRsets, set)
+			rrsets = append(rrsets, set)
 		}
 	}
-	t.DNS = &tofu.DNS{Server: server, Zone: zone, RRsets: t.RRsets, Domain: fqdn, NodeTTL: definition.DefaultTTL}
-	t.RRsets = nil
+	t.DNS = &tofu.DNS{Server: server, Zone: zone, RRsets: rrsets, Domain: fqdn, NodeTTL: definition.DefaultTTL}
 	return nil
 }
 

@@ -1,0 +1,3 @@
+// Package spire registers workload identities with a SPIRE server: join tokens
+// for nodes' agents and registration entries for their units.
+package spire
