@@ -29,7 +29,7 @@ var operatorRecords = map[string]any{"records": map[string]any{
 	"front": map[string]any{"A": []string{"192.0.2.100"}, "ttl": 300},
 	// bind9 refuses an MX whose in-zone exchange has no address (check-integrity).
 	"mail": map[string]any{"A": []string{"192.0.2.25"}},
-	"www":   map[string]any{"CNAME": []string{"front"}},
+	"www":  map[string]any{"CNAME": []string{"front"}},
 }}
 
 // operatorBed is one tenant's world: a DNS server of one kind, a SPIRE server, a
