@@ -308,6 +308,28 @@ func testOperator(t *testing.T, kind string) {
 		nowhere(t, tok, b.state, r.stdout, r.stderr)
 	}
 
+	// The other verbs: the verdict-only pass reaches the nodes in the tenant's project;
+	// refresh reads every resource back; run is OpenTofu on the generated graph.
+	r = op(nil, "verdict", "--tree", b.tree, "--output", "json")
+	wantCode(t, r, 0)
+	if vs := verdicts(t, r); len(vs) != 2 || vs["web1"]["target"] != "incus "+b.project+"/web1" {
+		t.Errorf("verdict verb: %v", vs)
+	}
+	r = op(nil, "refresh", "--tree", b.tree, "--output", "json")
+	wantCode(t, r, 0)
+	r = op(nil, "run", "--tree", b.tree, "--", "state", "list")
+	wantCode(t, r, 0)
+	for _, want := range []string{`switchyard_incus_project.tenant["` + b.project + `"]`, `switchyard_spire_agent.node["web1"]`,
+		`switchyard_spire_entry.unit["web2/mail/mail.service"]`, `switchyard_dns_rrset.record["www.test.example. CNAME"]`,
+		`switchyard_verdict.node["web2"]`, `switchyard_dns_rrset.node_aaaa["web1"]`} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("state list lacks %s:\n%s", want, r.stdout)
+		}
+	}
+	for _, tok := range tokens {
+		nowhere(t, tok, b.state, r.stdout, r.stderr)
+	}
+
 	// A record edited by hand: plan shows it, apply puts it back.
 	b.dns.NSUpdate(t, "update delete front.test.example. A\nupdate add front.test.example. 300 A 192.0.2.99\n")
 	r = op(nil, "plan", "--tree", b.tree, "--output", "json")
