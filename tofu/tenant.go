@@ -24,7 +24,8 @@ type Project struct {
 type DNS struct {
 	Server string // host:port of the zone's primary
 	Zone   string // FQDN
-	// RRsets are the tree's records, canonical: switchyard_dns_rrset.record["<name> <type>"].
+	// RRsets are the tree's records, canonical: switchyard_dns_rrset.address["<name> <type>"]
+	// for A and AAAA, switchyard_dns_rrset.record["<name> <type>"] for the others.
 	RRsets []RRset
 	// Domain is the tenant domain (FQDN): each node's addresses as Incus reports them
 	// are <node>.<Domain> A and AAAA (switchyard_dns_rrset.node_a / node_aaaa), with
@@ -165,16 +166,26 @@ func addTenant(cfg map[string]any, nodes []Node, each map[string]any, t *Tenant)
 	}}
 
 	if d := t.DNS; d != nil {
-		records := map[string]any{}
+		// Address records first, the others after them: a server may refuse a name
+		// that points at an in-zone name without an address (bind9's MX check).
+		addresses, records := map[string]any{}, map[string]any{}
 		for _, r := range d.RRsets {
-			records[escape(r.Key())] = map[string]any{"name": escape(r.Name), "type": escape(r.Type),
+			set := records
+			if r.Type == "A" || r.Type == "AAAA" {
+				set = addresses
+			}
+			set[escape(r.Key())] = map[string]any{"name": escape(r.Name), "type": escape(r.Type),
 				"ttl": r.TTL, "records": escapeAll(r.Records)}
 		}
+		cfg["locals"].(map[string]any)["address_records"] = addresses
 		cfg["locals"].(map[string]any)["records"] = records
 		rrsets := map[string]any{}
-		if len(records) > 0 {
-			rrsets["record"] = map[string]any{
-				"for_each": "${local.records}",
+		for name, set := range map[string]map[string]any{"address": addresses, "record": records} {
+			if len(set) == 0 {
+				continue
+			}
+			r := map[string]any{
+				"for_each": "${local." + map[string]string{"address": "address_records", "record": "records"}[name] + "}",
 				"server":   escape(d.Server),
 				"zone":     escape(d.Zone),
 				"name":     "${each.value.name}",
@@ -182,6 +193,10 @@ func addTenant(cfg map[string]any, nodes []Node, each map[string]any, t *Tenant)
 				"ttl":      "${each.value.ttl}",
 				"records":  "${each.value.records}",
 			}
+			if name == "record" && len(addresses) > 0 {
+				r["depends_on"] = []string{RRsetType + ".address"}
+			}
+			rrsets[name] = r
 		}
 		// The addresses are read once the node is deployed: its configuration may
 		// give it addresses. A node without any has an empty (absent) RRset.

@@ -287,7 +287,8 @@ func TestTenantConfig(t *testing.T) {
 	tenant := &Tenant{
 		Projects: []Project{{Name: "tenant-a", Description: "d", Config: map[string]string{"features.images": "true"}}},
 		DNS: &DNS{Server: "127.0.0.1:53", Zone: "example.", Domain: "t.example.", NodeTTL: 300,
-			RRsets: []RRset{{Name: "www.t.example.", Type: "A", TTL: 60, Records: []string{"192.0.2.1"}}}},
+			RRsets: []RRset{{Name: "www.t.example.", Type: "A", TTL: 60, Records: []string{"192.0.2.1"}},
+				{Name: "t.example.", Type: "MX", TTL: 60, Records: []string{"10 www.t.example."}}}},
 		Spire: &Spire{Server: "unix:///s.sock", TrustDomain: "td"},
 	}
 	b, err := TenantConfig(nodes, Backend{Path: "/s"}, false, tenant)
@@ -311,10 +312,14 @@ func TestTenantConfig(t *testing.T) {
 		{RRsetType, "node_a", "records", "${sort(data.switchyard_incus_addresses.node[each.key].ipv4)}"},
 		{RRsetType, "node_aaaa", "name", "${each.key}.t.example."},
 		{RRsetType, "record", "for_each", "${local.records}"},
+		{RRsetType, "address", "for_each", "${local.address_records}"},
 	} {
 		if got := res[c.typ][c.name][c.attr]; got != c.want {
 			t.Errorf("%s.%s.%s = %v, want %s", c.typ, c.name, c.attr, got, c.want)
 		}
+	}
+	if got := res[RRsetType]["record"]["depends_on"]; fmt.Sprint(got) != "[switchyard_dns_rrset.address]" {
+		t.Errorf("the MX does not follow the addresses: %v", got)
 	}
 	if got := res[ResourceType]["node"]["defer_verdict"]; got != true {
 		t.Errorf("deployment defer_verdict %v", got)

@@ -334,7 +334,7 @@ func testOperator(t *testing.T, kind string) {
 	b.dns.NSUpdate(t, "update delete front.test.example. A\nupdate add front.test.example. 300 A 192.0.2.99\n")
 	r = op(nil, "plan", "--tree", b.tree, "--output", "json")
 	wantCode(t, r, 0)
-	if !anyLog(r, `switchyard_dns_rrset.record["front.test.example. A"]`) {
+	if !anyLog(r, `switchyard_dns_rrset.address["front.test.example. A"]`) {
 		t.Errorf("plan does not show the record edited by hand:\n%s", strings.Join(logMsgs(r), "\n"))
 	}
 	r = op(nil, "apply", "--tree", b.tree, "--output", "json")
