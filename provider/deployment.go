@@ -231,12 +231,18 @@ func (d *deployment) deploy(ctx context.Context, m *deploymentModel, fail func(s
 		return
 	}
 	if res.ExitCode != 0 {
-		why := strings.Join(res.Verdict.Reasons, "; ")
-		if why == "" {
-			why = fmt.Sprintf("exit %d", res.ExitCode)
-		}
-		fail(fmt.Sprintf("%s: verdict failed (exit %d)", node, res.ExitCode), fmt.Sprintf("%s: %s", node, why))
+		fail(verdictFailure(node, res))
 	}
+}
+
+// verdictFailure is the diagnostic of a failed pass: its summary, and its detail
+// naming the node and why.
+func verdictFailure(node string, res effects.Result) (summary, detail string) {
+	why := strings.Join(res.Verdict.Reasons, "; ")
+	if why == "" {
+		why = fmt.Sprintf("exit %d", res.ExitCode)
+	}
+	return fmt.Sprintf("%s: verdict failed (exit %d)", node, res.ExitCode), fmt.Sprintf("%s: %s", node, why)
 }
 
 // deferrable tells whether a deploy's failure is the units' alone, which a later

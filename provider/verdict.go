@@ -4,13 +4,14 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
 
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/switchyard-nix/switchyard/effects"
@@ -93,24 +94,23 @@ func (r *verdictPass) ModifyPlan(ctx context.Context, req resource.ModifyPlanReq
 }
 
 func (r *verdictPass) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	var m verdictModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &m)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	m.judge(ctx, func(summary, detail string) { resp.Diagnostics.AddError(summary, detail) })
-	// Kept with an error too: the failed verdict is the node's, recorded in state.
-	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+	judgePlanned(ctx, req.Plan, &resp.State, &resp.Diagnostics)
 }
 
 func (r *verdictPass) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	judgePlanned(ctx, req.Plan, &resp.State, &resp.Diagnostics)
+}
+
+// judgePlanned runs the pass of the planned node and sets the state, also when the
+// verdict failed: that verdict is the node's, recorded in state.
+func judgePlanned(ctx context.Context, plan tfsdk.Plan, state *tfsdk.State, diags *diag.Diagnostics) {
 	var m verdictModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &m)...)
-	if resp.Diagnostics.HasError() {
+	diags.Append(plan.Get(ctx, &m)...)
+	if diags.HasError() {
 		return
 	}
-	m.judge(ctx, func(summary, detail string) { resp.Diagnostics.AddError(summary, detail) })
-	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+	m.judge(ctx, func(summary, detail string) { diags.AddError(summary, detail) })
+	diags.Append(state.Set(ctx, &m)...)
 }
 
 // Read keeps the state: the verdict is the pass's, read when it ran.
@@ -151,10 +151,6 @@ func (m *verdictModel) judge(ctx context.Context, fail func(summary, detail stri
 	res := (&effects.Deploy{Node: node, Transport: t, Config: cfg, Reporter: logReporter{ctx}}).Run(ctx)
 	record(res.Verdict, res.ExitCode)
 	if res.ExitCode != 0 {
-		why := strings.Join(res.Verdict.Reasons, "; ")
-		if why == "" {
-			why = fmt.Sprintf("exit %d", res.ExitCode)
-		}
-		fail(fmt.Sprintf("%s: verdict failed (exit %d)", node, res.ExitCode), fmt.Sprintf("%s: %s", node, why))
+		fail(verdictFailure(node, res))
 	}
 }

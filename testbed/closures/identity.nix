@@ -39,6 +39,12 @@ let
     '' ];
   };
 
+  address = service {
+    description = "switchyard test: the node's address";
+    exec = "${scripts}/bin/address";
+    service = "Type=oneshot\nRemainAfterExit=yes";
+  };
+
   mail = service {
     description = "switchyard test: the second application";
     exec = "${payload}/bin/serve";
@@ -51,11 +57,7 @@ in
     name = "tenant";
     units."hello.service" = hello;
     units."mail.service" = mail;
-    units."address.service" = service {
-      description = "switchyard test: the node's address";
-      exec = "${scripts}/bin/address";
-      service = "Type=oneshot\nRemainAfterExit=yes";
-    };
+    units."address.service" = address;
     units."identity-agent.path" = ''
       [Unit]
       Description=switchyard test: waits for the node's join token
@@ -79,11 +81,7 @@ in
     name = "tenant-needs-identity";
     units."hello.service" = hello;
     units."mail.service" = mail;
-    units."address.service" = service {
-      description = "switchyard test: the node's address";
-      exec = "${scripts}/bin/address";
-      service = "Type=oneshot\nRemainAfterExit=yes";
-    };
+    units."address.service" = address;
     units."needs-identity.service" = service {
       description = "switchyard test: fails without the node's join token";
       exec = "${scripts}/bin/agent";
