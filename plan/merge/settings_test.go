@@ -8,7 +8,7 @@ import (
 	"github.com/switchyard-nix/switchyard/plan/method"
 )
 
-// Issue 12 item 3 (typed settings): every setting of the registry has exactly one
+// Issue 13 item 1 (typed settings): every setting of the registry has exactly one
 // field of Settings, of its type, and every field's tag is a registry setting, so a
 // setting read by a misspelt name cannot compile.
 func TestSettingsMatchRegistry(t *testing.T) {
