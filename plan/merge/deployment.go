@@ -3,7 +3,6 @@ package merge
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 
 	"github.com/switchyard-nix/switchyard/plan/definition"
 	"github.com/switchyard-nix/switchyard/plan/method"
@@ -62,25 +61,4 @@ func (d *Deployment) Disabled() []string {
 		}
 	}
 	return out
-}
-
-// String is a string method setting ("" when unset or not a string).
-func (d *Deployment) String(name string) string {
-	s, _ := d.Settings[name].(string)
-	return s
-}
-
-// Int is an integer method setting (0 when unset or not an integer), whether it came
-// from a default (int64) or from JSON (json.Number).
-func (d *Deployment) Int(name string) int64 {
-	switch v := d.Settings[name].(type) {
-	case int64:
-		return v
-	case int:
-		return int64(v)
-	case json.Number:
-		i, _ := v.Int64()
-		return i
-	}
-	return 0
 }

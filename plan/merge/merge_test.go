@@ -219,12 +219,12 @@ func TestSettingAccessors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.Int("parallel") != 3 || d.String("sshKeyFile") != "/k" || d.String("stateBackend") != "local" || d.Int("nope") != 0 {
-		t.Errorf("accessors: %d %q %q", d.Int("parallel"), d.String("sshKeyFile"), d.String("stateBackend"))
+	if s := d.Typed(); s.Parallel != 3 || s.SSHKeyFile != "/k" || s.StateBackend != "local" || s.Project != "" {
+		t.Errorf("typed settings: %+v", s)
 	}
 	d, _ = Merge(baked(), lookup(t, "tf"), nil)
-	if d.Int("parallel") != 8 {
-		t.Errorf("default parallel %d", d.Int("parallel"))
+	if s := d.Typed(); s.Parallel != 8 {
+		t.Errorf("default parallel %d", s.Parallel)
 	}
 }
 

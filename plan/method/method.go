@@ -15,6 +15,35 @@ type Method struct {
 	// application; other groups are refused when picked and left out otherwise
 	// (SPEC 7.1).
 	TenantsOnly bool
+	// Runner is what runs the method's verbs: RunnerSSH (the body on every node
+	// over its transport) or RunnerTofu (an OpenTofu graph of switchyard's provider).
+	Runner Runner
+	// Verbs is the verbs of `switchyard <method>`, in the order of SPEC 2.
+	Verbs []string
+}
+
+// Runner names the runner of a method's verbs.
+type Runner int
+
+const (
+	RunnerSSH Runner = iota + 1
+	RunnerTofu
+)
+
+// Verbs of the runners (SPEC 2).
+var (
+	sshVerbs  = []string{"apply", "plan", "verdict", "names", "schema"}
+	tofuVerbs = []string{"apply", "plan", "destroy", "refresh", "run", "verdict", "names", "schema"}
+)
+
+// HasVerb reports whether verb is one of the method's verbs.
+func (m Method) HasVerb(verb string) bool {
+	for _, v := range m.Verbs {
+		if v == verb {
+			return true
+		}
+	}
+	return false
 }
 
 // Branch keys of a DEPLOYMENT branch that are not method settings: they move to the top

@@ -46,6 +46,9 @@ func TestRegistry(t *testing.T) {
 		if len(m.Coordinates) == 0 {
 			t.Errorf("%s declares no coordinates", m.Name)
 		}
+		if m.Runner != RunnerSSH && m.Runner != RunnerTofu || len(m.Verbs) == 0 || !m.HasVerb("apply") {
+			t.Errorf("%s: runner %d, verbs %v", m.Name, m.Runner, m.Verbs)
+		}
 		if m.Transport != SSH && m.Transport != Incus {
 			t.Errorf("%s: transport %q", m.Name, m.Transport)
 		}

@@ -56,9 +56,13 @@ func join(groups ...[]Setting) []Setting {
 }
 
 var registry = []Method{
-	{Name: "ssh", Transport: SSH, Settings: join(common, overSSH), Coordinates: []coordinates.Coordinate{hostingEnv}},
-	{Name: "tf", Transport: SSH, Settings: join(common, overSSH, tofu), Coordinates: []coordinates.Coordinate{hostingEnv}},
-	{Name: "tf-incus", Transport: Incus, Settings: join(common, tofu, overIncus, incusRemote), Coordinates: []coordinates.Coordinate{hostingEnv}},
+	{Name: "ssh", Transport: SSH, Settings: join(common, overSSH), Coordinates: []coordinates.Coordinate{hostingEnv},
+		Runner: RunnerSSH, Verbs: sshVerbs},
+	{Name: "tf", Transport: SSH, Settings: join(common, overSSH, tofu), Coordinates: []coordinates.Coordinate{hostingEnv},
+		Runner: RunnerTofu, Verbs: tofuVerbs},
+	{Name: "tf-incus", Transport: Incus, Settings: join(common, tofu, overIncus, incusRemote), Coordinates: []coordinates.Coordinate{hostingEnv},
+		Runner: RunnerTofu, Verbs: tofuVerbs},
 	{Name: "tf-incus-operator", Transport: Incus, Settings: join(common, tofu, incusRemote, operator),
-		Coordinates: []coordinates.Coordinate{hostingEnv, dnsDomain}, TenantsOnly: true},
+		Coordinates: []coordinates.Coordinate{hostingEnv, dnsDomain}, TenantsOnly: true,
+		Runner: RunnerTofu, Verbs: tofuVerbs},
 }

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -13,12 +12,8 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/switchyard-nix/switchyard/effects"
+	"github.com/switchyard-nix/switchyard/methods"
 	"github.com/switchyard-nix/switchyard/plan"
-	"github.com/switchyard-nix/switchyard/plan/coordinates"
-	"github.com/switchyard-nix/switchyard/plan/definition"
-	"github.com/switchyard-nix/switchyard/plan/field"
-	"github.com/switchyard-nix/switchyard/plan/merge"
 	"github.com/switchyard-nix/switchyard/plan/method"
 )
 
@@ -28,6 +23,7 @@ type methodFlags struct {
 	nodes                                                      multiFlag
 	parallel                                                   int
 	tofuArgs                                                   []string // run -- <args>
+	offline                                                    bool
 }
 
 func parseMethodFlags(verb string, args []string) (methodFlags, error) {
@@ -43,6 +39,7 @@ func parseMethodFlags(verb string, args []string) (methodFlags, error) {
 	fs.StringVar(&f.stateDir, "state-dir", "", "state dir (default <tree>/.switchyard)")
 	if verb == "plan" {
 		fs.StringVar(&f.planOut, "out", "", "save the plan to FILE")
+		fs.BoolVar(&f.offline, "offline", false, "plan without contacting any node")
 	}
 	if verb == "apply" {
 		fs.StringVar(&f.planIn, "plan", "", "deploy exactly the plan saved in FILE")
@@ -91,12 +88,12 @@ func runMethod(name string, args []string, e env) int {
 		return ExitRefused
 	}
 	if len(args) == 0 {
-		fmt.Fprintf(e.stderr, "switchyard %s: give a verb: %s\n", name, strings.Join(verbs(m), ", "))
+		fmt.Fprintf(e.stderr, "switchyard %s: give a verb: %s\n", name, strings.Join(m.Verbs, ", "))
 		return ExitRefused
 	}
 	verb := args[0]
-	if !contains(verbs(m), verb) {
-		fmt.Fprintf(e.stderr, "switchyard %s: unknown verb %q (want one of %s)\n", name, verb, strings.Join(verbs(m), ", "))
+	if !m.HasVerb(verb) {
+		fmt.Fprintf(e.stderr, "switchyard %s: unknown verb %q (want one of %s)\n", name, verb, strings.Join(m.Verbs, ", "))
 		return ExitRefused
 	}
 	f, err := parseMethodFlags(verb, args[1:])
@@ -106,14 +103,27 @@ func runMethod(name string, args []string, e env) int {
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
-	mr := &methodRun{m: m, verb: verb, f: f, e: e}
-	code, err := mr.run(ctx)
+	req := methods.Request{Method: name, Verb: verb, Tree: f.tree, Group: f.group, Nodes: f.nodes,
+		StateDir: f.stateDir, Parallel: f.parallel, PlanIn: f.planIn, PlanOut: f.planOut, TofuArgs: f.tofuArgs,
+		Offline: f.offline, Getenv: e.getenv, Stdin: e.stdin, Stdout: e.stdout, Stderr: e.stderr, JSON: f.output == "json"}
+	var out Output = newTextOutput(e.stdout, e.stderr)
+	if req.JSON {
+		out = newJSONOutput(e.stdout)
+	}
+	code := ExitOK
+	if verb != "schema" {
+		req.Deployment, err = submission(f.deployment, e)
+	}
+	if err == nil {
+		code, err = methods.Run(ctx, req, out)
+	} else if code = ExitInfra; errors.Is(err, methods.ErrRefused) {
+		code = ExitRefused
+	}
 	if err != nil {
-		msg := fmt.Sprintf("switchyard %s %s: %v", name, verb, oneLine(err))
+		msg := fmt.Sprintf("switchyard %s %s: %s", name, verb, strings.ReplaceAll(err.Error(), "\n", " "))
 		fmt.Fprintln(e.stderr, msg)
-		if f.output == "json" && verb != "names" && verb != "schema" {
+		if req.JSON && verb != "names" && verb != "schema" {
 			// JSON readers still get a log event and the closing summary.
-			out := newJSONOutput(e.stdout)
 			out.Log("", "error", msg)
 			out.Summary(0, 0, 0, code)
 		}
@@ -121,128 +131,22 @@ func runMethod(name string, args []string, e env) int {
 	return code
 }
 
-func verbs(m method.Method) []string {
-	if m.Name == "ssh" {
-		return []string{"apply", "plan", "verdict", "names", "schema"}
-	}
-	return []string{"apply", "plan", "destroy", "refresh", "run", "verdict", "names", "schema"}
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", " ") }
-
-// refusal marks errors that refuse the run before anything changed (exit 2).
-func exitFor(err error) int {
-	var evalErr *definition.EvalError
-	switch {
-	case field.IsRefusal(err), errors.Is(err, errRefused):
-		return ExitRefused
-	case errors.As(err, &evalErr):
-		return ExitInfra
-	}
-	return ExitInfra
-}
-
-var errRefused = errors.New("refused")
-
-// methodRun is one `switchyard <method> <verb>`.
-type methodRun struct {
-	m    method.Method
-	verb string
-	f    methodFlags
-	e    env
-}
-
 // submission reads the DEPLOYMENT bytes: --deployment FILE or - (stdin), else the
 // DEPLOYMENT variable; none at all means the baked configuration.
-func (mr *methodRun) submission() ([]byte, error) {
-	switch mr.f.deployment {
+func submission(file string, e env) ([]byte, error) {
+	switch file {
 	case "":
-		return []byte(mr.e.getenv("DEPLOYMENT")), nil
+		return []byte(e.getenv("DEPLOYMENT")), nil
 	case "-":
-		b, err := io.ReadAll(mr.e.stdin)
+		b, err := io.ReadAll(e.stdin)
 		if err != nil {
 			return nil, fmt.Errorf("--deployment: reading stdin: %w", err)
 		}
 		return b, nil
 	}
-	b, err := os.ReadFile(mr.f.deployment)
+	b, err := os.ReadFile(file)
 	if err != nil {
-		return nil, fmt.Errorf("--deployment: %w: %w", errors.Unwrap(err), errRefused)
+		return nil, fmt.Errorf("--deployment: %w: %w", errors.Unwrap(err), methods.ErrRefused)
 	}
 	return b, nil
-}
-
-func (mr *methodRun) run(ctx context.Context) (int, error) {
-	def, err := definition.Load(ctx, mr.f.tree)
-	if err != nil {
-		return exitFor(err), err
-	}
-	if mr.verb == "schema" {
-		return ExitOK, writeJSON(mr.e.stdout, plan.Schema(def, mr.m))
-	}
-	sub, err := mr.submission()
-	if err != nil {
-		return exitFor(err), err
-	}
-	d, err := merge.Merge(def, mr.m, sub)
-	if err != nil {
-		return exitFor(err), err
-	}
-	if mr.verb == "names" {
-		names, err := plan.Names(d, mr.f.group)
-		if err != nil {
-			return exitFor(err), err
-		}
-		return ExitOK, writeJSON(mr.e.stdout, names)
-	}
-	cfg, err := effects.ConfigFromEnv(mr.e.getenv)
-	if err != nil {
-		return ExitRefused, err
-	}
-	p, err := plan.Compute(d, coordinates.Environment(mr.m.Coordinates), plan.Options{
-		StateDir: mr.f.stateDir, Group: mr.f.group, Nodes: mr.f.nodes,
-		Exclude: []string{mr.f.planOut, mr.f.planIn}})
-	if err != nil {
-		return exitFor(err), err
-	}
-	if err := p.Write(); err != nil {
-		return ExitInfra, fmt.Errorf("writing the node plans: %w", err)
-	}
-	var out Output = newTextOutput(mr.e.stdout, mr.e.stderr)
-	if mr.f.output == "json" {
-		out = newJSONOutput(mr.e.stdout)
-	}
-	f := &fleet{m: mr.m, d: d, p: p, cfg: cfg, out: out, parallel: mr.f.parallel, stateDir: mr.f.stateDir}
-	if mr.m.Name != "ssh" && mr.verb != "verdict" {
-		return (&tfRun{fleet: f, mr: mr}).run(ctx)
-	}
-	switch mr.verb {
-	case "plan":
-		return f.plan(ctx, mr.f.planOut)
-	case "apply":
-		if mr.f.planIn != "" {
-			if err := checkSavedPlan(mr.f.planIn, d, p); err != nil {
-				return exitFor(err), err
-			}
-		}
-		return f.deploy(ctx, false), nil
-	case "verdict":
-		return f.deploy(ctx, true), nil
-	}
-	return ExitRefused, fmt.Errorf("verb %q not built", mr.verb)
-}
-
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }

@@ -1,4 +1,4 @@
-package cli
+package methods
 
 import (
 	"bufio"
@@ -29,9 +29,9 @@ import (
 // refresh, run.
 type tfRun struct {
 	*fleet
-	mr *methodRun
-	ws *tofu.Workspace
-	tf *tfexec.Terraform
+	req Request
+	ws  *tofu.Workspace
+	tf  *tfexec.Terraform
 
 	drvs   map[string]string // node to its toplevel derivation (apply, plan, run)
 	locked atomic.Bool       // OpenTofu's -json stream said the state lock was held
@@ -39,76 +39,56 @@ type tfRun struct {
 	targets []*tfexec.TargetOption // a subset run's -target options
 }
 
-func (r *tfRun) json() bool { return r.mr.f.output == "json" }
-
 func (r *tfRun) run(ctx context.Context) (int, error) {
-	if r.mr.verb == "apply" && r.cfg.VerdictOnly {
+	if r.req.Verb == "apply" && r.cfg.VerdictOnly {
 		return r.verdictOnlyApply(ctx)
 	}
-	bin, err := tofu.Locate(ctx, r.mr.e.getenv)
+	bin, err := tofu.Locate(ctx, r.req.Getenv)
 	if errors.Is(err, tofu.ErrBadTofu) {
-		return ExitRefused, fmt.Errorf("%w: %w", err, errRefused)
+		return ExitRefused, fmt.Errorf("%w: %w", err, ErrRefused)
 	} else if err != nil {
 		return ExitInfra, err
 	}
 	// apply, plan and run hand the provider each node's derivation, evaluated through
 	// the eval cache (so a plan and the apply after it evaluate once); destroy and
 	// refresh change no node and evaluate nothing.
-	if r.mr.verb == "apply" && r.mr.f.planIn != "" {
+	if r.req.Verb == "apply" && r.req.PlanIn != "" {
 		// apply --plan FILE deploys only what was planned: another DEPLOYMENT or a
 		// changed tree is refused before anything runs.
-		if err := checkSavedPlan(r.mr.f.planIn, r.d, r.p); err != nil {
+		if err := checkSavedPlan(r.req.PlanIn, r.d, r.p); err != nil {
 			return exitFor(err), err
 		}
 	}
 	drvs := map[string]string{}
-	if r.mr.verb == "apply" || r.mr.verb == "plan" || r.mr.verb == "run" {
+	if r.req.Verb == "apply" || r.req.Verb == "plan" || r.req.Verb == "run" {
 		var code int
 		if drvs, code = r.evaluateAll(ctx); code != ExitOK {
 			return code, errors.New("evaluation failed")
 		}
 		r.drvs = drvs
 	}
-	nodes := make([]tofu.Node, 0, len(r.p.Nodes))
-	for _, n := range r.p.Nodes {
-		if r.m.Transport == method.Incus {
-			i := n.Plan.Incus
-			if i == nil {
-				return ExitRefused, fmt.Errorf("%s: no incus settings: %w", n.Name, errRefused)
-			}
-			project := r.d.String("project")
-			if r.m.TenantsOnly {
-				project = tenantProject(r.d, n.Group)
-			}
-			nodes = append(nodes, tofu.Node{Name: n.Name, NixosConf: n.NixosConf, Drv: drvs[n.Name], Group: n.Group,
-				Instance: instanceOf(i, project)})
-			continue
-		}
-		s := n.Plan.SSH
-		if s == nil {
-			return ExitRefused, fmt.Errorf("%s: no ssh settings: %w", n.Name, errRefused)
-		}
-		nodes = append(nodes, tofu.Node{Name: n.Name, NixosConf: n.NixosConf, Drv: drvs[n.Name], Host: s.Host,
-			Port: int(s.Port), User: s.User, HostKey: s.HostKey, KnownHostsFile: r.d.String("knownHostsFile")})
+	nodes, err := r.tofuNodes(drvs)
+	if err != nil {
+		return ExitRefused, err
 	}
 	self, err := os.Executable()
 	if err != nil {
 		return ExitInfra, err
 	}
 	extra := map[string]string{}
-	if key := r.d.String("sshKeyFile"); key != "" {
+	if key := r.s.SSHKeyFile; key != "" {
 		extra[provider.EnvSSHKeyFile] = key
 	}
 	if r.m.Transport == method.Incus {
 		// A remote that cannot be used is refused before OpenTofu runs.
-		remote, keyFile := r.d.String("incusRemote"), r.d.String("incusClientKeyFile")
+		remote, keyFile := r.s.IncusRemote, r.s.IncusClientKeyFile
 		if keyFile != "" {
 			if _, err := clientconf.OpenWithKey(remote, keyFile); err != nil {
-				return ExitRefused, fmt.Errorf("%w: %w", err, errRefused)
+				return ExitRefused, fmt.Errorf("%w: %w", err, ErrRefused)
 			}
 			extra[provider.EnvIncusClientKeyFile] = keyFile
 		} else if _, err := clientconf.Open(remote); err != nil {
-			return ExitRefused, fmt.Errorf("incusRemote: %w: %w", err, errRefused)
+			return ExitRefused, fmt.Errorf("incusRemote: %w: %w", err, ErrRefused)
 		}
 		extra[provider.EnvIncusRemote] = remote
 	}
@@ -126,26 +106,26 @@ func (r *tfRun) run(ctx context.Context) (int, error) {
 		for k, v := range env {
 			extra[k] = v
 		}
-		if r.mr.verb == "apply" || r.mr.verb == "destroy" {
+		if r.req.Verb == "apply" || r.req.Verb == "destroy" {
 			if err := tenantPreflight(ctx, t, env); err != nil {
 				return ExitInfra, err
 			}
 		}
 	}
-	backend := tofu.Backend{Kind: r.d.String("stateBackend")}
+	backend := tofu.Backend{Kind: r.s.StateBackend}
 	if backend.Kind == "pg" {
-		file := r.d.String("pgConnStringFile")
+		file := r.s.PgConnStringFile
 		if file == "" {
-			return ExitRefused, fmt.Errorf(`stateBackend "pg" needs the pgConnStringFile credential: %w`, errRefused)
+			return ExitRefused, fmt.Errorf(`stateBackend "pg" needs the pgConnStringFile credential: %w`, ErrRefused)
 		}
 		b, err := os.ReadFile(file)
 		if err != nil {
-			return ExitRefused, fmt.Errorf("pgConnStringFile: cannot be read: %w", errRefused)
+			return ExitRefused, fmt.Errorf("pgConnStringFile: cannot be read: %w", ErrRefused)
 		}
 		extra["PG_CONN_STR"] = strings.TrimSpace(string(b))
 	}
-	subset := r.mr.f.group != "" || len(r.mr.f.nodes) > 0
-	r.ws, err = tofu.Prepare(tofu.Setup{StateDir: r.stateDir, Bin: bin, Self: self, Nodes: nodes,
+	subset := r.req.Group != "" || len(r.req.Nodes) > 0
+	r.ws, err = tofu.Prepare(tofu.Setup{StateDir: r.req.StateDir, Bin: bin, Self: self, Nodes: nodes,
 		Backend: backend, Subset: subset, Environ: os.Environ(), Extra: extra, Tenant: tenant})
 	if err != nil {
 		return ExitInfra, fmt.Errorf("OpenTofu working directory: %w", err)
@@ -157,8 +137,8 @@ func (r *tfRun) run(ctx context.Context) (int, error) {
 	v, _, verr := r.tf.Version(ctx, false)
 	ver, err := tofu.CheckVersion(v, verr)
 	if err != nil {
-		if r.mr.e.getenv(tofu.EnvTofu) != "" {
-			return ExitRefused, fmt.Errorf("%w: %w", err, errRefused)
+		if r.req.Getenv(tofu.EnvTofu) != "" {
+			return ExitRefused, fmt.Errorf("%w: %w", err, ErrRefused)
 		}
 		return ExitInfra, err
 	}
@@ -171,7 +151,7 @@ func (r *tfRun) run(ctx context.Context) (int, error) {
 	err = r.ws.Seed(ctx, r.tf, ver.String())
 	r.streams()
 	if err != nil {
-		if lerr := r.lockRefusal(err); lerr != nil {
+		if lerr := lockRefusal(r.locked.Load(), err); lerr != nil {
 			return ExitRefused, lerr
 		}
 		return ExitInfra, fmt.Errorf("seeding an empty OpenTofu state: %s", oneLine(err))
@@ -179,23 +159,11 @@ func (r *tfRun) run(ctx context.Context) (int, error) {
 	if subset {
 		// --group or --node: only these nodes' deployments are planned; the others
 		// in the state are left as they are, not forgotten.
-		for _, n := range nodes {
-			r.targets = append(r.targets, tfexec.Target(tofu.Address(n.Name)))
-			if n.Instance != nil {
-				// So that destroy deletes the instance too (apply would take it in as
-				// the deployment's dependency anyway).
-				r.targets = append(r.targets, tfexec.Target(tofu.InstanceAddress(n.Name)))
-			}
-			if tenant != nil {
-				// What follows the deploy: the identity and the pass after it (which
-				// takes the entries and the agent in), the node's own records.
-				for _, a := range tofu.TenantNodeAddresses(n.Name, tenant) {
-					r.targets = append(r.targets, tfexec.Target(a))
-				}
-			}
+		for _, a := range subsetAddresses(nodes, tenant) {
+			r.targets = append(r.targets, tfexec.Target(a))
 		}
 	}
-	switch r.mr.verb {
+	switch r.req.Verb {
 	case "apply":
 		return r.apply(ctx)
 	case "plan":
@@ -203,7 +171,7 @@ func (r *tfRun) run(ctx context.Context) (int, error) {
 	case "destroy":
 		return r.simple(ctx, "destroy", func(w io.Writer) error {
 			opts := targets[tfexec.DestroyOption](r.targets)
-			if r.json() {
+			if r.req.JSON {
 				return r.tf.DestroyJSON(ctx, w, opts...)
 			}
 			return r.tf.Destroy(ctx, opts...)
@@ -211,7 +179,7 @@ func (r *tfRun) run(ctx context.Context) (int, error) {
 	case "refresh":
 		return r.simple(ctx, "refresh", func(w io.Writer) error {
 			opts := targets[tfexec.RefreshCmdOption](r.targets)
-			if r.json() {
+			if r.req.JSON {
 				return r.tf.RefreshJSON(ctx, w, opts...)
 			}
 			return r.tf.Refresh(ctx, opts...)
@@ -219,7 +187,7 @@ func (r *tfRun) run(ctx context.Context) (int, error) {
 	case "run":
 		return r.raw(ctx)
 	}
-	return ExitRefused, fmt.Errorf("verb %q not built", r.mr.verb)
+	return ExitRefused, fmt.Errorf("verb %q not built", r.req.Verb)
 }
 
 // verdictOnlyApply is DEPLOY_VERDICT_ONLY=1 apply: the verdict-only pass on every
@@ -227,9 +195,9 @@ func (r *tfRun) run(ctx context.Context) (int, error) {
 // it is no deployment's create or update: through OpenTofu the state would record
 // the submitted configuration as deployed, and the next apply would not deploy it.
 func (r *tfRun) verdictOnlyApply(ctx context.Context) (int, error) {
-	if r.mr.f.planIn != "" {
+	if r.req.PlanIn != "" {
 		// As the ssh method: a saved plan for another DEPLOYMENT or tree is refused.
-		if err := checkSavedPlan(r.mr.f.planIn, r.d, r.p); err != nil {
+		if err := checkSavedPlan(r.req.PlanIn, r.d, r.p); err != nil {
 			return exitFor(err), err
 		}
 	}
@@ -253,6 +221,48 @@ func instanceOf(i *definition.Incus, project string) *tofu.Instance {
 	return &tofu.Instance{Project: project, Image: i.Image, Profiles: profiles, Config: config, Type: i.Type}
 }
 
+// tofuNodes is the planned nodes as the OpenTofu configuration's: an Incus node's
+// instance in its project, an SSH node's address and host key.
+func (f *fleet) tofuNodes(drvs map[string]string) ([]tofu.Node, error) {
+	nodes := make([]tofu.Node, 0, len(f.p.Nodes))
+	for _, n := range f.p.Nodes {
+		if f.m.Transport == method.Incus {
+			i := n.Plan.Incus
+			if i == nil {
+				return nil, fmt.Errorf("%s: no incus settings: %w", n.Name, ErrRefused)
+			}
+			nodes = append(nodes, tofu.Node{Name: n.Name, NixosConf: n.NixosConf, Drv: drvs[n.Name], Group: n.Group,
+				Instance: instanceOf(i, f.projectOf(n))})
+			continue
+		}
+		s := n.Plan.SSH
+		if s == nil {
+			return nil, fmt.Errorf("%s: no ssh settings: %w", n.Name, ErrRefused)
+		}
+		nodes = append(nodes, tofu.Node{Name: n.Name, NixosConf: n.NixosConf, Drv: drvs[n.Name], Host: s.Host,
+			Port: int(s.Port), User: s.User, HostKey: s.HostKey, KnownHostsFile: f.s.KnownHostsFile})
+	}
+	return nodes, nil
+}
+
+// subsetAddresses is what a subset run (--group, --node) targets: each node's
+// deployment, its instance (so that destroy deletes it too; apply would take it in as
+// the deployment's dependency anyway), and a tenant's node resources after the deploy
+// (the identity, the pass after it, the node's own records).
+func subsetAddresses(nodes []tofu.Node, tenant *tofu.Tenant) []string {
+	var out []string
+	for _, n := range nodes {
+		out = append(out, tofu.Address(n.Name))
+		if n.Instance != nil {
+			out = append(out, tofu.InstanceAddress(n.Name))
+		}
+		if tenant != nil {
+			out = append(out, tofu.TenantNodeAddresses(n.Name, tenant)...)
+		}
+	}
+	return out
+}
+
 // evaluateAll evaluates every node through the eval cache.
 func (r *tfRun) evaluateAll(ctx context.Context) (map[string]string, int) {
 	drvs := map[string]string{}
@@ -266,7 +276,7 @@ func (r *tfRun) evaluateAll(ctx context.Context) (map[string]string, int) {
 			defer wg.Done()
 			slots <- struct{}{}
 			defer func() { <-slots }()
-			drv, how, err := r.evaluate(n)(ctx)
+			drv, how, err := r.evaluate(ctx, n)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -285,13 +295,13 @@ func (r *tfRun) evaluateAll(ctx context.Context) (map[string]string, int) {
 // streams points OpenTofu's human output at stderr (text mode) or nowhere (json
 // mode, where the -json stream is turned into events instead).
 func (r *tfRun) streams() {
-	if r.json() {
+	if r.req.JSON {
 		r.tf.SetStdout(io.Discard)
 		r.tf.SetStderr(io.Discard)
 		return
 	}
-	r.tf.SetStdout(r.mr.e.stderr)
-	r.tf.SetStderr(r.mr.e.stderr)
+	r.tf.SetStdout(r.req.Stderr)
+	r.tf.SetStderr(r.req.Stderr)
 }
 
 func (r *tfRun) init(ctx context.Context) error {
@@ -316,7 +326,7 @@ func (r *tfRun) events() (io.WriteCloser, func()) {
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
 		for sc.Scan() {
 			node, level, msg, ok := tofu.LogLine(sc.Bytes())
-			if ok && strings.Contains(msg, lockMessage) {
+			if ok && isLockMessage(msg) {
 				r.locked.Store(true)
 			}
 			if ok {
@@ -333,7 +343,7 @@ func (r *tfRun) simple(ctx context.Context, what string, do func(io.Writer) erro
 	w, wait := r.events()
 	err := do(w)
 	wait()
-	if lerr := r.lockRefusal(err); lerr != nil {
+	if lerr := lockRefusal(r.locked.Load(), err); lerr != nil {
 		return ExitRefused, lerr
 	}
 	if err != nil {
@@ -354,18 +364,27 @@ func (r *tfRun) apply(ctx context.Context) (int, error) {
 	w, wait := r.events()
 	var err error
 	opts := targets[tfexec.ApplyOption](r.targets)
-	if r.json() {
+	if r.req.JSON {
 		err = r.tf.ApplyJSON(ctx, w, opts...)
 	} else {
 		err = r.tf.Apply(ctx, opts...)
 	}
 	wait()
-	if lerr := r.lockRefusal(err); lerr != nil {
+	if lerr := lockRefusal(r.locked.Load(), err); lerr != nil {
 		return ExitRefused, lerr
 	}
 	states, serr := r.states(ctx)
+	return tallyApply(r.out, r.m.Name, r.p.Nodes, before, states, err, serr), nil
+}
+
+// tallyApply reports each node's verdict after an apply, as the state holds it, and
+// gives the exit code: 1 when a node's verdict failed, 3 when a node is missing from
+// the state, the state cannot be read, or OpenTofu failed otherwise. A node whose
+// recorded verdict is the one recorded before the apply was left alone: it is
+// reported as unchanged.
+func tallyApply(out Reporter, methodName string, nodes []*plan.Node, before, states map[string]nodeState, applyErr, stateErr error) int {
 	ok, failed, code := 0, 0, ExitOK
-	for _, n := range r.p.Nodes {
+	for _, n := range nodes {
 		st, found := states[n.Name]
 		if !found {
 			failed++
@@ -375,9 +394,9 @@ func (r *tfRun) apply(ctx context.Context) (int, error) {
 		if b, ok := before[n.Name]; ok && b.recorded != "" && b.recorded == st.recorded {
 			st.verdict.Switch = verdict.Switch{Result: verdict.SwitchUnchanged}
 			st.verdict.PhasesMS = nil
-			r.out.Log(n.Name, "info", n.Name+": unchanged: OpenTofu left it alone; the units are as its last deploy judged them")
+			out.Log(n.Name, "info", n.Name+": unchanged: OpenTofu left it alone; the units are as its last deploy judged them")
 		}
-		r.out.Verdict(st.verdict)
+		out.Verdict(st.verdict)
 		if st.exitCode == ExitOK {
 			ok++
 		} else {
@@ -385,19 +404,19 @@ func (r *tfRun) apply(ctx context.Context) (int, error) {
 		}
 		code = max(code, st.exitCode)
 	}
-	if err != nil && code == ExitOK {
+	if applyErr != nil && code == ExitOK {
 		code = ExitInfra
 	}
-	if serr != nil {
+	if stateErr != nil {
 		code = max(code, ExitInfra)
-		r.out.Log("", "error", fmt.Sprintf("switchyard %s apply: reading the state: %s", r.m.Name, oneLine(serr)))
+		out.Log("", "error", fmt.Sprintf("switchyard %s apply: reading the state: %s", methodName, oneLine(stateErr)))
 	}
-	if err != nil {
+	if applyErr != nil {
 		// Each failed node's error is in OpenTofu's output, naming the node.
-		r.out.Log("", "error", fmt.Sprintf("switchyard %s apply: tofu apply failed: %s", r.m.Name, strings.TrimSpace(oneLine(err))))
+		out.Log("", "error", fmt.Sprintf("switchyard %s apply: tofu apply failed: %s", methodName, strings.TrimSpace(oneLine(applyErr))))
 	}
-	r.out.Summary(len(r.p.Nodes), ok, failed, code)
-	return code, nil
+	out.Summary(len(nodes), ok, failed, code)
+	return code
 }
 
 type nodeState struct {
@@ -414,14 +433,18 @@ func (r *tfRun) states(ctx context.Context) (map[string]nodeState, error) {
 	if err != nil {
 		return nil, err
 	}
-	deployments, err := tofu.Deployments([]byte(raw))
+	return readStates([]byte(raw), r.m.TenantsOnly)
+}
+
+// readStates is each node's recorded verdict in a state: its deployment's, or for a
+// tenant (tenants) the pass's after registration (SPEC 7.1), when the graph got that far.
+func readStates(raw []byte, tenants bool) (map[string]nodeState, error) {
+	deployments, err := tofu.Deployments(raw)
 	if err != nil {
 		return nil, err
 	}
-	if r.m.TenantsOnly {
-		// The node's verdict is the pass's after registration (SPEC 7.1); a node
-		// the graph stopped before it has its deploy's.
-		passes, err := tofu.Resources([]byte(raw), tofu.VerdictType)
+	if tenants {
+		passes, err := tofu.Resources(raw, tofu.VerdictType)
 		if err != nil {
 			return nil, err
 		}
@@ -456,13 +479,18 @@ func (r *tfRun) plan(ctx context.Context) (int, error) {
 	planFile := r.ws.Dir + "/switchyard.tfplan"
 	var err error
 	opts := append(targets[tfexec.PlanOption](r.targets), tfexec.Out(planFile))
-	if r.json() {
+	if r.offline {
+		// The state as recorded, without reading any resource back: no node, no
+		// Incus daemon, no DNS server is asked.
+		opts = append(opts, tfexec.Refresh(false))
+	}
+	if r.req.JSON {
 		_, err = r.tf.PlanJSON(ctx, w, opts...)
 	} else {
 		_, err = r.tf.Plan(ctx, opts...)
 	}
 	wait()
-	if lerr := r.lockRefusal(err); lerr != nil {
+	if lerr := lockRefusal(r.locked.Load(), err); lerr != nil {
 		return ExitRefused, lerr
 	}
 	if err != nil {
@@ -475,7 +503,7 @@ func (r *tfRun) plan(ctx context.Context) (int, error) {
 		return ExitInfra, fmt.Errorf("tofu show of the plan: %s", oneLine(err))
 	}
 	changed := tofu.ChangedNodes(p)
-	saved := savedPlan{DeploymentHash: r.d.Hash, Method: r.m.Name, Deployment: r.d.Public(), Nodes: map[string]savedPlanNode{}}
+	saved := newSavedPlan(r.d)
 	n := 0
 	for _, node := range r.p.Nodes {
 		c, found := changed[node.Name]
@@ -486,14 +514,8 @@ func (r *tfRun) plan(ctx context.Context) (int, error) {
 		saved.Nodes[node.Name] = savedPlanNode{NixosConf: node.NixosConf, Drv: r.drvs[node.Name], Changed: c}
 		r.out.Plan(node.Name, node.NixosConf, c)
 	}
-	if out := r.mr.f.planOut; out != "" {
-		b, err := json.MarshalIndent(saved, "", "  ")
-		if err != nil {
-			return ExitInfra, err
-		}
-		if err := os.WriteFile(out, append(b, '\n'), 0o644); err != nil {
-			return ExitInfra, fmt.Errorf("--out: %w", err)
-		}
+	if err := saved.write(r.req.PlanOut); err != nil {
+		return ExitInfra, err
 	}
 	r.out.Summary(len(r.p.Nodes), len(r.p.Nodes)-n, n, ExitOK)
 	return ExitOK, nil
@@ -502,23 +524,23 @@ func (r *tfRun) plan(ctx context.Context) (int, error) {
 // raw is `run -- <args>`: OpenTofu with the generated configuration; its exit code
 // other than 0 is exit 3.
 func (r *tfRun) raw(ctx context.Context) (int, error) {
-	cmd := r.ws.Command(r.mr.f.tofuArgs...)
-	cmd.Stdin = r.mr.e.stdin
-	cmd.Stdout, cmd.Stderr = r.mr.e.stdout, r.mr.e.stderr
-	if r.json() {
+	cmd := r.ws.Command(r.req.TofuArgs...)
+	cmd.Stdin = r.req.Stdin
+	cmd.Stdout, cmd.Stderr = r.req.Stdout, r.req.Stderr
+	if r.req.JSON {
 		// stdout holds JSON Lines only: OpenTofu's output goes to stderr.
-		cmd.Stdout = r.mr.e.stderr
+		cmd.Stdout = r.req.Stderr
 	}
 	err := cmd.Run()
 	var ee *exec.ExitError
 	code := ExitOK
 	if errors.As(err, &ee) {
 		code = ExitInfra
-		err = fmt.Errorf("tofu %s: exit %d", strings.Join(r.mr.f.tofuArgs, " "), ee.ExitCode())
+		err = fmt.Errorf("tofu %s: exit %d", strings.Join(r.req.TofuArgs, " "), ee.ExitCode())
 	} else if err != nil {
 		code = ExitInfra
 	}
-	if r.json() && err == nil {
+	if r.req.JSON && err == nil {
 		r.out.Summary(len(r.p.Nodes), 0, 0, code)
 	}
 	return code, err
@@ -533,15 +555,23 @@ func targets[O any](ts []*tfexec.TargetOption) []O {
 	return out
 }
 
+// ErrStateLocked is a run refused because another run holds the OpenTofu state's
+// lock; it wraps ErrRefused (exit 2): nothing was changed by this run.
+var ErrStateLocked = fmt.Errorf("the OpenTofu state is locked by another run (try again when it has finished): %w", ErrRefused)
+
+// lockMessage is OpenTofu's "Error acquiring the state lock", the only sign it gives
+// of a held lock: isLockMessage is the one place that reads it.
 const lockMessage = "acquiring the state lock"
 
-// lockRefusal turns OpenTofu's "Error acquiring the state lock" into a refusal
-// (exit 2): another run holds the state, and nothing was changed by this one.
-func (r *tfRun) lockRefusal(err error) error {
-	if err == nil || !(r.locked.Load() || strings.Contains(err.Error(), lockMessage)) {
+func isLockMessage(s string) bool { return strings.Contains(s, lockMessage) }
+
+// lockRefusal is ErrStateLocked when OpenTofu failed (err) on the state lock, seen in
+// its -json stream (locked) or its error; nil otherwise.
+func lockRefusal(locked bool, err error) error {
+	if err == nil || !(locked || isLockMessage(err.Error())) {
 		return nil
 	}
-	return fmt.Errorf("refused: the OpenTofu state is locked by another run (try again when it has finished): %w", errRefused)
+	return fmt.Errorf("refused: %w", ErrStateLocked)
 }
 
 func lastLines(s string, n int) string {

@@ -1,8 +1,9 @@
-package cli
+package methods
 
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"slices"
 	"sort"
@@ -26,8 +27,8 @@ var projectDefaults = map[string]string{"features.images": "true", "features.pro
 
 // tenantProject is the Incus project of a tenant's group: the project setting, or
 // the group's name.
-func tenantProject(d *merge.Deployment, group string) string {
-	if p := d.String("project"); p != "" {
+func tenantProject(s merge.Settings, group string) string {
+	if p := s.Project; p != "" {
 		return p
 	}
 	return group
@@ -44,6 +45,7 @@ func setting(name, format string, args ...any) error {
 func tenantOf(d *merge.Deployment, nodes []tofu.Node, coords map[string]string) (*tofu.Tenant, map[string]string, error) {
 	extra := map[string]string{}
 	t := &tofu.Tenant{}
+	s := d.Typed()
 	domain := strings.TrimSuffix(strings.ToLower(d.Domain), ".")
 	if domain == "" {
 		return nil, nil, &field.Error{Source: "DEPLOYMENT", Path: field.Path("").Key("domain"),
@@ -54,13 +56,12 @@ func tenantOf(d *merge.Deployment, nodes []tofu.Node, coords map[string]string) 
 	for k, v := range projectDefaults {
 		config[k] = v
 	}
-	pc, _ := d.Settings["projectConfig"].(map[string]any)
-	for k, v := range pc {
-		s, ok := v.(string)
+	for k, v := range s.ProjectConfig {
+		str, ok := v.(string)
 		if !ok {
 			return nil, nil, setting("projectConfig", "key %s: wrong type: %T, want a string (Incus configuration values are strings)", k, v)
 		}
-		config[k] = s
+		config[k] = str
 	}
 	seen := map[string]bool{}
 	for _, n := range nodes {
@@ -69,17 +70,17 @@ func tenantOf(d *merge.Deployment, nodes []tofu.Node, coords map[string]string) 
 			continue
 		}
 		seen[p] = true
-		desc := d.String("projectDescription")
+		desc := s.ProjectDescription
 		if desc == "" {
 			desc = "switchyard tenant " + n.Group + " (" + domain + ")"
 		}
 		t.Projects = append(t.Projects, tofu.Project{Name: p, Description: desc, Config: config})
 	}
 
-	if err := tenantDNS(d, t, nodes, domain, coords, extra); err != nil {
+	if err := tenantDNS(d, s, t, nodes, domain, coords, extra); err != nil {
 		return nil, nil, err
 	}
-	if err := tenantSpire(d, t, nodes, domain); err != nil {
+	if err := tenantSpire(d, s, t, nodes, domain); err != nil {
 		return nil, nil, err
 	}
 	return t, extra, nil
@@ -87,9 +88,9 @@ func tenantOf(d *merge.Deployment, nodes []tofu.Node, coords map[string]string) 
 
 // tenantDNS is the tenant domain's records: the tree's dns.records and each node's
 // addresses, in the zone DNS_DOMAIN (else the domain itself).
-func tenantDNS(d *merge.Deployment, t *tofu.Tenant, nodes []tofu.Node, domain string, coords map[string]string, extra map[string]string) error {
+func tenantDNS(d *merge.Deployment, s merge.Settings, t *tofu.Tenant, nodes []tofu.Node, domain string, coords map[string]string, extra map[string]string) error {
 	records := d.Definition.DNS.Records
-	server := d.String("dnsServer")
+	server := s.DNSServer
 	if server == "" {
 		if len(records) > 0 {
 			return setting("dnsServer", "the tree has dns.records, but no DNS server to send them to")
@@ -99,7 +100,7 @@ func tenantDNS(d *merge.Deployment, t *tofu.Tenant, nodes []tofu.Node, domain st
 	if _, _, err := net.SplitHostPort(server); err != nil {
 		return setting("dnsServer", "%q is not host:port", server)
 	}
-	keyFile := d.String("dnsTsigKeyFile")
+	keyFile := s.DNSTsigKeyFile
 	if keyFile == "" {
 		return setting("dnsTsigKeyFile", "the DNS updates to %s need a TSIG key file", server)
 	}
@@ -121,7 +122,7 @@ func tenantDNS(d *merge.Deployment, t *tofu.Tenant, nodes []tofu.Node, domain st
 	}
 	at := field.Path("").Key("dns").Key("records")
 	var rrsets []tofu.RRset
-	for _, name := range sortedKeys(records) {
+	for _, name := range slices.Sorted(maps.Keys(records)) {
 		r := records[name]
 		owner := fqdn
 		if name != "@" {
@@ -156,15 +157,15 @@ func tenantDNS(d *merge.Deployment, t *tofu.Tenant, nodes []tofu.Node, domain st
 
 // tenantSpire is each node's workload identity: an entry per unit of every enabled
 // application of its group, parented by the node's agent.
-func tenantSpire(d *merge.Deployment, t *tofu.Tenant, nodes []tofu.Node, domain string) error {
-	server := d.String("spireServer")
+func tenantSpire(d *merge.Deployment, s merge.Settings, t *tofu.Tenant, nodes []tofu.Node, domain string) error {
+	server := s.SpireServer
 	if server == "" {
 		return nil
 	}
 	if !strings.HasPrefix(server, "unix://") {
 		return setting("spireServer", "%q: give the SPIRE server API's unix socket as unix:///path (a host:port server needs an admin SVID, which switchyard does not fetch yet)", server)
 	}
-	td := d.String("spireTrustDomain")
+	td := s.SpireTrustDomain
 	if td == "" {
 		td = domain
 	}
@@ -217,13 +218,4 @@ func tenantPreflight(ctx context.Context, t *tofu.Tenant, extra map[string]strin
 		}
 	}
 	return nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

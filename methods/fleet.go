@@ -1,4 +1,4 @@
-package cli
+package methods
 
 import (
 	"bytes"
@@ -22,25 +22,53 @@ import (
 	"github.com/switchyard-nix/switchyard/verdict"
 )
 
-// fleet runs a method's verbs over the planned nodes.
+// fleet is the ssh runner: it runs a method's verbs on the planned nodes over their
+// transports. The OpenTofu runner uses its evaluation and its verdict-only pass.
 type fleet struct {
 	m        method.Method
 	d        *merge.Deployment
+	s        merge.Settings
 	p        *plan.Plan
 	cfg      effects.Config
-	out      Output
+	out      Reporter
 	parallel int
-	stateDir string
+	offline  bool
+
+	// What reaches outside the process, replaced by the unit tests: a node's
+	// transport, its evaluation, and a derivation's outputs.
+	open     func(n *plan.Node) (effects.Transport, error)
+	evaluate func(ctx context.Context, n *plan.Node) (drv, how string, err error)
+	outputs  func(ctx context.Context, drv string) (string, error)
+}
+
+func newFleet(m method.Method, d *merge.Deployment, p *plan.Plan, cfg effects.Config, out Reporter, req Request) *fleet {
+	f := &fleet{m: m, d: d, s: d.Typed(), p: p, cfg: cfg, out: out, parallel: req.Parallel, offline: req.Offline}
+	f.open = f.transport
+	cache := evalcache.Open(cfg.EvalCacheDir, nil)
+	f.evaluate = func(ctx context.Context, n *plan.Node) (string, string, error) { return evaluate(ctx, cache, n) }
+	f.outputs = func(ctx context.Context, drv string) (string, error) {
+		return local(ctx, nil, []string{"nix-store", "--query", "--outputs", "--", drv})
+	}
+	return f
 }
 
 func (f *fleet) width() int {
 	if f.parallel > 0 {
 		return f.parallel
 	}
-	if n := f.d.Int("parallel"); n > 0 {
+	if n := f.s.Parallel; n > 0 {
 		return int(n)
 	}
 	return 8
+}
+
+// projectOf is the Incus project of a node's instance: the project setting, or for
+// a tenant (tf-incus-operator) its group's project.
+func (f *fleet) projectOf(n *plan.Node) string {
+	if f.m.TenantsOnly {
+		return tenantProject(f.s, n.Group)
+	}
+	return f.s.Project
 }
 
 // transport reaches a planned node: an Incus node (tf-incus) through the Incus API
@@ -53,46 +81,37 @@ func (f *fleet) transport(n *plan.Node) (effects.Transport, error) {
 		if n.Plan.Incus == nil {
 			return nil, fmt.Errorf("%s: no incus settings", n.Name)
 		}
-		project := f.d.String("project")
-		if f.m.TenantsOnly {
-			project = tenantProject(f.d, n.Group)
-		}
-		return incus.New(incus.Config{Instance: n.Name, Project: project, Remote: f.d.String("incusRemote"),
-			KeyFile: f.d.String("incusClientKeyFile")})
+		return incus.New(incus.Config{Instance: n.Name, Project: f.projectOf(n), Remote: f.s.IncusRemote,
+			KeyFile: f.s.IncusClientKeyFile})
 	}
 	s := n.Plan.SSH
 	if s == nil {
 		return nil, fmt.Errorf("%s: no ssh settings", n.Name)
 	}
 	cfg := ssh.Config{User: s.User, Host: s.Host, Port: int(s.Port), HostKey: s.HostKey,
-		KnownHostsFile: f.d.String("knownHostsFile")}
-	if key := f.d.String("sshKeyFile"); key != "" {
+		KnownHostsFile: f.s.KnownHostsFile}
+	if key := f.s.SSHKeyFile; key != "" {
 		cfg.KeyFiles = []string{key}
 	}
 	return ssh.New(cfg)
 }
 
 // evaluate gives a node's toplevel derivation through the eval cache.
-func (f *fleet) evaluate(n *plan.Node) func(context.Context) (string, string, error) {
-	cache := evalcache.Open(f.cfg.EvalCacheDir, nil)
-	return func(ctx context.Context) (string, string, error) {
-		drv, hit, err := cache.Resolve(ctx, n.NixosConf, func(ctx context.Context) (string, error) {
-			// Without the caller's environment: nixos_conf, the cache key, does not cover it.
-			out, err := localIn(ctx, plan.EvalEnv(os.LookupEnv), n.EvalArgv())
-			return strings.TrimSpace(out), err
-		})
-		if hit {
-			return drv, "eval cache hit", err
-		}
-		return drv, "evaluated", err
+func evaluate(ctx context.Context, cache *evalcache.Cache, n *plan.Node) (string, string, error) {
+	drv, hit, err := cache.Resolve(ctx, n.NixosConf, func(ctx context.Context) (string, error) {
+		// Without the caller's environment: nixos_conf, the cache key, does not cover it.
+		out, err := local(ctx, plan.EvalEnv(os.LookupEnv), n.EvalArgv())
+		return strings.TrimSpace(out), err
+	})
+	if hit {
+		return drv, "eval cache hit", err
 	}
+	return drv, "evaluated", err
 }
 
-// local runs a command on this machine; an error carries stderr's last line.
-func local(ctx context.Context, argv []string) (string, error) { return localIn(ctx, nil, argv) }
-
-// localIn is local with the environment env (nil: this process's).
-func localIn(ctx context.Context, env, argv []string) (string, error) {
+// local runs a command on this machine with the environment env (nil: this
+// process's); an error carries stderr's last line.
+func local(ctx context.Context, env, argv []string) (string, error) {
 	var stdout, stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr, cmd.Env = &stdout, &stderr, env
@@ -115,7 +134,7 @@ func (f *fleet) deploy(ctx context.Context, verdictOnly bool) int {
 	var closers []effects.Transport
 	codes := map[string]int{}
 	for _, n := range f.p.Nodes {
-		t, err := f.transport(n)
+		t, err := f.open(n)
 		if err != nil {
 			f.out.Log(n.Name, "error", fmt.Sprintf("%s: wait: %v", n.Name, err))
 			codes[n.Name] = ExitRefused
@@ -123,7 +142,8 @@ func (f *fleet) deploy(ctx context.Context, verdictOnly bool) int {
 		}
 		closers = append(closers, t)
 		deploys = append(deploys, &effects.Deploy{Node: n.Name, Transport: t, Config: cfg, Reporter: f.out,
-			Source: effects.Source{Evaluate: f.evaluate(n)}, SkipUnchanged: true})
+			Source:        effects.Source{Evaluate: func(ctx context.Context) (string, string, error) { return f.evaluate(ctx, n) }},
+			SkipUnchanged: true})
 	}
 	defer func() {
 		for _, t := range closers {
@@ -181,25 +201,11 @@ func writeReceipt(n *plan.Node, v verdict.Verdict) error {
 	return os.Rename(tmp, filepath.Join(n.Dir, "receipt.json"))
 }
 
-// savedPlan is `plan --out FILE`: what `apply --plan FILE` must deploy exactly.
-type savedPlan struct {
-	DeploymentHash string                   `json:"deployment_hash"`
-	Method         string                   `json:"method"`
-	Deployment     map[string]any           `json:"deployment"`
-	Nodes          map[string]savedPlanNode `json:"nodes"`
-}
-
-type savedPlanNode struct {
-	NixosConf string `json:"nixos_conf"`
-	Drv       string `json:"drv"`
-	Toplevel  string `json:"toplevel"`
-	Changed   bool   `json:"changed"`
-}
-
 // plan evaluates every node (through the eval cache, so the apply that follows does
-// not evaluate again), and asks each node which toplevel it runs.
+// not evaluate again), and asks each node which toplevel it runs; offline, no node
+// is asked, and each is reported as changed.
 func (f *fleet) plan(ctx context.Context, out string) (int, error) {
-	saved := savedPlan{DeploymentHash: f.d.Hash, Method: f.m.Name, Deployment: f.d.Public(), Nodes: map[string]savedPlanNode{}}
+	saved := newSavedPlan(f.d)
 	var mu sync.Mutex
 	code := ExitOK
 	slots := make(chan struct{}, f.width())
@@ -221,14 +227,8 @@ func (f *fleet) plan(ctx context.Context, out string) (int, error) {
 	for _, n := range f.p.Nodes {
 		f.out.Plan(n.Name, n.NixosConf, saved.Nodes[n.Name].Changed)
 	}
-	if out != "" {
-		b, err := json.MarshalIndent(saved, "", "  ")
-		if err != nil {
-			return ExitInfra, err
-		}
-		if err := os.WriteFile(out, append(b, '\n'), 0o644); err != nil {
-			return ExitInfra, fmt.Errorf("--out: %w", err)
-		}
+	if err := saved.write(out); err != nil {
+		return ExitInfra, err
 	}
 	changed := 0
 	for _, sp := range saved.Nodes {
@@ -242,20 +242,24 @@ func (f *fleet) plan(ctx context.Context, out string) (int, error) {
 
 func (f *fleet) planNode(ctx context.Context, n *plan.Node) (savedPlanNode, int) {
 	sp := savedPlanNode{NixosConf: n.NixosConf, Changed: true}
-	drv, how, err := f.evaluate(n)(ctx)
+	drv, how, err := f.evaluate(ctx, n)
 	if err != nil {
 		f.out.Log(n.Name, "error", fmt.Sprintf("%s: build: evaluation failed: %v", n.Name, err))
 		return sp, ExitInfra
 	}
 	f.out.Log(n.Name, "info", fmt.Sprintf("%s: build: %s %s", n.Name, how, drv))
 	sp.Drv = drv
-	outs, err := local(ctx, []string{"nix-store", "--query", "--outputs", "--", drv})
+	outs, err := f.outputs(ctx, drv)
 	if err != nil {
 		f.out.Log(n.Name, "error", fmt.Sprintf("%s: build: %v", n.Name, err))
 		return sp, ExitInfra
 	}
 	sp.Toplevel = strings.TrimSpace(outs)
-	t, err := f.transport(n)
+	if f.offline {
+		f.out.Log(n.Name, "info", fmt.Sprintf("%s: plan: offline: would be deployed unless it already runs nixos_conf %s", n.Name, n.NixosConf))
+		return sp, ExitOK
+	}
+	t, err := f.open(n)
 	if err != nil {
 		f.out.Log(n.Name, "error", fmt.Sprintf("%s: wait: %v", n.Name, err))
 		return sp, ExitRefused
@@ -270,36 +274,4 @@ func (f *fleet) planNode(ctx context.Context, n *plan.Node) (savedPlanNode, int)
 	}
 	sp.Changed = strings.TrimSpace(stdout.String()) != sp.Toplevel
 	return sp, ExitOK
-}
-
-// checkSavedPlan refuses an apply whose DEPLOYMENT or nodes differ from the saved plan.
-func checkSavedPlan(file string, d *merge.Deployment, p *plan.Plan) error {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return fmt.Errorf("--plan: %v: %w", err, errRefused)
-	}
-	var saved savedPlan
-	if err := json.Unmarshal(b, &saved); err != nil {
-		return fmt.Errorf("--plan: not a saved plan: %v: %w", err, errRefused)
-	}
-	if saved.DeploymentHash != d.Hash {
-		return fmt.Errorf("DEPLOYMENT differs from the planned one (deployment_hash %.12s, planned %.12s): the apply deploys only what was planned: %w",
-			d.Hash, saved.DeploymentHash, errRefused)
-	}
-	if saved.Method != d.Method.Name {
-		return fmt.Errorf("--plan: planned for method %s: %w", saved.Method, errRefused)
-	}
-	if len(saved.Nodes) != len(p.Nodes) {
-		return fmt.Errorf("--plan: planned %d nodes, now %d: %w", len(saved.Nodes), len(p.Nodes), errRefused)
-	}
-	for _, n := range p.Nodes {
-		sp, ok := saved.Nodes[n.Name]
-		if !ok {
-			return fmt.Errorf("%s: not in the plan: %w", n.Name, errRefused)
-		}
-		if sp.NixosConf != n.NixosConf {
-			return fmt.Errorf("%s: nixos_conf differs from the plan (the tree changed since): %w", n.Name, errRefused)
-		}
-	}
-	return nil
 }

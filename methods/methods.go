@@ -1,0 +1,160 @@
+package methods
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/switchyard-nix/switchyard/effects"
+	"github.com/switchyard-nix/switchyard/plan"
+	"github.com/switchyard-nix/switchyard/plan/coordinates"
+	"github.com/switchyard-nix/switchyard/plan/definition"
+	"github.com/switchyard-nix/switchyard/plan/field"
+	"github.com/switchyard-nix/switchyard/plan/merge"
+	"github.com/switchyard-nix/switchyard/plan/method"
+	"github.com/switchyard-nix/switchyard/verdict"
+)
+
+// Exit codes of SPEC 2.1.
+const (
+	ExitOK      = 0
+	ExitVerdict = 1
+	ExitRefused = 2
+	ExitInfra   = 3
+)
+
+// ErrRefused marks an error that refuses the run before anything changed (exit 2).
+var ErrRefused = errors.New("refused")
+
+// Request is one `switchyard <method> <verb>`.
+type Request struct {
+	Method, Verb string
+	Tree         string // the operator tree, absolute
+	Group        string
+	Nodes        []string
+	Deployment   []byte // the DEPLOYMENT submission (none: the baked configuration)
+	StateDir     string // "" is <tree>/.switchyard
+	Parallel     int    // nodes at once; 0 is the method's parallel setting
+	PlanIn       string // apply --plan FILE
+	PlanOut      string // plan --out FILE
+	TofuArgs     []string
+	Offline      bool // plan without contacting any node
+	Getenv       func(string) string
+	Stdin        io.Reader
+	// Stdout and Stderr take what is no event: names and schema JSON, and OpenTofu's
+	// own output (run's passthrough; every verb's in text mode).
+	Stdout, Stderr io.Writer
+	JSON           bool // the events go out as JSON Lines: OpenTofu's human output is dropped
+}
+
+// Reporter takes a run's events: effects' phases, logs and verdicts, the plan verb's
+// findings, and the closing summary.
+type Reporter interface {
+	Phase(node, phase string, state effects.PhaseState, elapsed time.Duration)
+	Log(node, level, msg string)
+	Verdict(v verdict.Verdict)
+	Plan(node, nixosConf string, changed bool)
+	Summary(nodes, ok, failed, exitCode int)
+}
+
+// Run runs req's verb and returns the exit code (SPEC 2.1). err, when not nil, is
+// the one-line cause of a run that stopped; a node's failure is reported to rep.
+func Run(ctx context.Context, req Request, rep Reporter) (exit int, err error) {
+	req = req.withDefaults()
+	m, ok := method.Lookup(req.Method)
+	if !ok {
+		return ExitRefused, fmt.Errorf("unknown method %q: %w", req.Method, ErrRefused)
+	}
+	if !m.HasVerb(req.Verb) {
+		return ExitRefused, fmt.Errorf("unknown verb %q (want one of %s): %w", req.Verb, strings.Join(m.Verbs, ", "), ErrRefused)
+	}
+	def, err := definition.Load(ctx, req.Tree)
+	if err != nil {
+		return exitFor(err), err
+	}
+	if req.Verb == "schema" {
+		return ExitOK, writeJSON(req.Stdout, plan.Schema(def, m))
+	}
+	d, err := merge.Merge(def, m, req.Deployment)
+	if err != nil {
+		return exitFor(err), err
+	}
+	if req.Verb == "names" {
+		names, err := plan.Names(d, req.Group)
+		if err != nil {
+			return exitFor(err), err
+		}
+		return ExitOK, writeJSON(req.Stdout, names)
+	}
+	cfg, err := effects.ConfigFromEnv(req.Getenv)
+	if err != nil {
+		return ExitRefused, err
+	}
+	p, err := plan.Compute(d, coordinates.Environment(m.Coordinates), plan.Options{
+		StateDir: req.StateDir, Group: req.Group, Nodes: req.Nodes,
+		Exclude: []string{req.PlanOut, req.PlanIn}})
+	if err != nil {
+		return exitFor(err), err
+	}
+	if err := p.Write(); err != nil {
+		return ExitInfra, fmt.Errorf("writing the node plans: %w", err)
+	}
+	f := newFleet(m, d, p, cfg, rep, req)
+	if m.Runner == method.RunnerTofu && req.Verb != "verdict" {
+		return (&tfRun{fleet: f, req: req}).run(ctx)
+	}
+	switch req.Verb {
+	case "plan":
+		return f.plan(ctx, req.PlanOut)
+	case "apply":
+		if req.PlanIn != "" {
+			if err := checkSavedPlan(req.PlanIn, d, p); err != nil {
+				return exitFor(err), err
+			}
+		}
+		return f.deploy(ctx, false), nil
+	case "verdict":
+		return f.deploy(ctx, true), nil
+	}
+	return ExitRefused, fmt.Errorf("verb %q not built", req.Verb)
+}
+
+func (r Request) withDefaults() Request {
+	if r.StateDir == "" {
+		r.StateDir = plan.DefaultStateDir(r.Tree)
+	}
+	if r.Getenv == nil {
+		r.Getenv = os.Getenv
+	}
+	if r.Stdin == nil {
+		r.Stdin = strings.NewReader("")
+	}
+	if r.Stdout == nil {
+		r.Stdout = io.Discard
+	}
+	if r.Stderr == nil {
+		r.Stderr = io.Discard
+	}
+	return r
+}
+
+// exitFor is the exit code of an error that stopped a run: 2 for a refusal, else 3.
+func exitFor(err error) int {
+	if field.IsRefusal(err) || errors.Is(err, ErrRefused) {
+		return ExitRefused
+	}
+	return ExitInfra
+}
+
+func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", " ") }
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
