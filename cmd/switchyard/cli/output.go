@@ -4,14 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/switchyard-nix/switchyard/console"
 	"github.com/switchyard-nix/switchyard/effects"
 	"github.com/switchyard-nix/switchyard/verdict"
 )
@@ -89,19 +87,10 @@ type textOutput struct {
 	mu     sync.Mutex
 	stdout io.Writer
 	stderr io.Writer
-	term   *terminal // nil: stderr is not a terminal
+	term   *console.Terminal // nil: stderr is not a terminal
+	block  *console.Block
 	order  []string
 	nodes  map[string]*nodeStatus
-	drawn  int // status lines currently on the terminal
-	ticker *time.Ticker
-	stop   chan struct{}
-}
-
-// terminal is what the status block needs of the terminal on stderr.
-type terminal struct {
-	width func() int       // columns, 0 when unknown: lines longer than that would wrap and break the redraw
-	now   func() time.Time // time.Now; a fixed clock in tests
-	tick  time.Duration    // how often elapsed times are redrawn between events; 0: only on events
 }
 
 // nodeStatus is one node's status line.
@@ -111,45 +100,24 @@ type nodeStatus struct {
 	state     effects.PhaseState
 	phaseTook time.Duration // of the last finished or failed phase
 	copied    int64         // bytes copied, -1 while not known
-	finished  bool          // the verdict arrived: the line is final
-	finalLine string
+	final     string        // set when the verdict arrived: the line no longer moves
 }
 
 func newTextOutput(stdout, stderr io.Writer) *textOutput {
-	return newTextOutputOn(stdout, stderr, detectTerminal(stderr))
+	return newTextOutputOn(stdout, stderr, console.Detect(stderr))
 }
 
-func newTextOutputOn(stdout, stderr io.Writer, term *terminal) *textOutput {
-	return &textOutput{stdout: stdout, stderr: stderr, term: term, nodes: map[string]*nodeStatus{}}
-}
-
-// detectTerminal is the terminal on w, or nil. A TIOCGWINSZ that succeeds means a
-// terminal (a regular file, a pipe or /dev/null answer ENOTTY), and it gives the width.
-func detectTerminal(w io.Writer) *terminal {
-	f, ok := w.(*os.File)
-	if !ok || os.Getenv("TERM") == "dumb" {
-		return nil
+func newTextOutputOn(stdout, stderr io.Writer, term *console.Terminal) *textOutput {
+	o := &textOutput{stdout: stdout, stderr: stderr, term: term, nodes: map[string]*nodeStatus{}}
+	if term != nil {
+		o.block = console.New(stderr, term, &o.mu, o.statusLines)
 	}
-	fd := int(f.Fd())
-	if _, err := unix.IoctlGetWinsize(fd, unix.TIOCGWINSZ); err != nil {
-		return nil
-	}
-	return &terminal{
-		width: func() int {
-			ws, err := unix.IoctlGetWinsize(fd, unix.TIOCGWINSZ)
-			if err != nil {
-				return 0
-			}
-			return int(ws.Col)
-		},
-		now:  time.Now,
-		tick: time.Second,
-	}
+	return o
 }
 
 func (o *textOutput) clock() time.Time {
 	if o.term != nil {
-		return o.term.now()
+		return o.term.Now()
 	}
 	return time.Now()
 }
@@ -182,14 +150,11 @@ func (o *textOutput) Phase(node, phase string, state effects.PhaseState, elapsed
 		return
 	}
 	n.phase, n.state, n.phaseTook = phase, state, elapsed
-	if o.term == nil {
-		if state != effects.PhaseStart {
-			fmt.Fprintln(o.stderr, line)
-		}
-		return
+	if o.block != nil {
+		o.block.Redraw()
+	} else if state != effects.PhaseStart {
+		fmt.Fprintln(o.stderr, line)
 	}
-	o.startTicker()
-	o.redraw()
 }
 
 // Copied records how many bytes of the node's closure were copied so far; the status
@@ -198,122 +163,48 @@ func (o *textOutput) Copied(node string, bytes int64) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.node(node).copied = bytes
-	if o.term != nil {
-		o.redraw()
+	if o.block != nil {
+		o.block.Redraw()
 	}
 }
 
-// statusLine is a node's line in the block: its name padded to the block's widest, the
-// phase and where it is, the time since the node's first event, and the bytes copied.
-func (o *textOutput) statusLine(name string, pad int) string {
-	n := o.nodes[name]
-	if n.finished {
-		return fmt.Sprintf("%-*s  %s", pad, name, n.finalLine)
-	}
-	total := o.term.now().Sub(n.started).Round(time.Second)
-	var what string
-	switch n.state {
-	case effects.PhaseStart:
-		what = n.phase + " ..."
-	case effects.PhaseFailed:
-		what = fmt.Sprintf("%s failed after %s", n.phase, n.phaseTook.Round(100*time.Millisecond))
-	default:
-		what = fmt.Sprintf("%s done", n.phase)
-	}
-	line := fmt.Sprintf("%-*s  %-6s %s", pad, name, total, what)
-	if n.copied >= 0 {
-		line += ", " + humanBytes(n.copied) + " copied"
-	}
-	return line
-}
-
-// humanBytes is n in binary units, as a person reads sizes.
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
-}
-
-// fit cuts line to the terminal's width: a wrapped line would take two rows and the
-// cursor-up count of the next redraw would be off.
-func (o *textOutput) fit(line string) string {
-	w := 0
-	if o.term.width != nil {
-		w = o.term.width()
-	}
-	if w <= 1 || utf8.RuneCountInString(line) < w {
-		return line
-	}
-	r := []rune(line)
-	return string(r[:w-1])
-}
-
-// redraw rewrites the status block in place: up to its first line, each line cleared
-// and written again.
-func (o *textOutput) redraw() {
-	if o.drawn > 0 {
-		fmt.Fprintf(o.stderr, "\x1b[%dA", o.drawn)
-	}
+// statusLines are the block's lines: each node's name padded to the widest, the time
+// since its first event, its phase and where it is, and the bytes copied.
+func (o *textOutput) statusLines() []string {
 	pad := 0
 	for _, name := range o.order {
 		pad = max(pad, utf8.RuneCountInString(name))
 	}
+	lines := make([]string, 0, len(o.order))
 	for _, name := range o.order {
-		fmt.Fprintf(o.stderr, "\r\x1b[K%s\n", o.fit(o.statusLine(name, pad)))
+		n := o.nodes[name]
+		if n.final != "" {
+			lines = append(lines, fmt.Sprintf("%-*s  %s", pad, name, n.final))
+			continue
+		}
+		what := n.phase + " done"
+		switch n.state {
+		case effects.PhaseStart:
+			what = n.phase + " ..."
+		case effects.PhaseFailed:
+			what = fmt.Sprintf("%s failed after %s", n.phase, n.phaseTook.Round(100*time.Millisecond))
+		}
+		line := fmt.Sprintf("%-*s  %-6s %s", pad, name, o.clock().Sub(n.started).Round(time.Second), what)
+		if n.copied >= 0 {
+			line += ", " + console.Bytes(n.copied) + " copied"
+		}
+		lines = append(lines, line)
 	}
-	o.drawn = len(o.order)
+	return lines
 }
 
-// startTicker redraws the block every tick, so elapsed times move during a long
-// phase; Summary stops it.
-func (o *textOutput) startTicker() {
-	if o.ticker != nil || o.term.tick <= 0 {
+// above prints text above the status block, or just prints it off a terminal.
+func (o *textOutput) above(w io.Writer, text string) {
+	if o.block != nil {
+		o.block.Above(w, text)
 		return
 	}
-	o.ticker = time.NewTicker(o.term.tick)
-	o.stop = make(chan struct{})
-	go func(c <-chan time.Time, stop <-chan struct{}) {
-		for {
-			select {
-			case <-stop:
-				return
-			case <-c:
-				o.mu.Lock()
-				if o.drawn > 0 {
-					o.redraw()
-				}
-				o.mu.Unlock()
-			}
-		}
-	}(o.ticker.C, o.stop)
-}
-
-func (o *textOutput) stopTicker() {
-	if o.ticker != nil {
-		o.ticker.Stop()
-		close(o.stop)
-		o.ticker = nil
-	}
-}
-
-// above prints text above the status block: the block is erased, the text written,
-// and the block drawn again below it.
-func (o *textOutput) above(w io.Writer, text string) {
-	if o.term != nil && o.drawn > 0 {
-		fmt.Fprintf(o.stderr, "\x1b[%dA\x1b[J", o.drawn)
-		o.drawn = 0
-	}
 	fmt.Fprint(w, text)
-	if o.term != nil && len(o.order) > 0 {
-		o.redraw()
-	}
 }
 
 func (o *textOutput) Log(node, level, msg string) {
@@ -329,18 +220,16 @@ func (o *textOutput) Log(node, level, msg string) {
 func (o *textOutput) Verdict(v verdict.Verdict) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.term != nil {
+	if o.block != nil {
 		// The node's line becomes final: what was judged, and in how long.
 		n := o.node(v.Node)
-		n.finished = true
-		took := o.term.now().Sub(n.started).Round(100 * time.Millisecond)
+		took := o.clock().Sub(n.started).Round(100 * time.Millisecond)
+		n.final = fmt.Sprintf("FAILED (exit %d) after %s", v.ExitCode, took)
 		if v.OK {
-			n.finalLine = fmt.Sprintf("ok after %s", took)
-		} else {
-			n.finalLine = fmt.Sprintf("FAILED (exit %d) after %s", v.ExitCode, took)
+			n.final = fmt.Sprintf("ok after %s", took)
 		}
 		if n.copied >= 0 {
-			n.finalLine += ", " + humanBytes(n.copied) + " copied"
+			n.final += ", " + console.Bytes(n.copied) + " copied"
 		}
 	}
 	var b strings.Builder
@@ -353,12 +242,8 @@ func (o *textOutput) Verdict(v verdict.Verdict) {
 func (o *textOutput) Summary(nodes, ok, failed, exitCode int) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.term != nil {
-		o.stopTicker()
-		if o.drawn > 0 {
-			o.redraw()
-		}
-		o.drawn = 0 // what follows goes below the block
+	if o.block != nil {
+		o.block.Release()
 		o.order, o.nodes = nil, map[string]*nodeStatus{}
 	}
 	if nodes <= 1 {

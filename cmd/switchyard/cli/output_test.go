@@ -2,14 +2,13 @@ package cli
 
 import (
 	"bytes"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/switchyard-nix/switchyard/console"
 	"github.com/switchyard-nix/switchyard/effects"
 	"github.com/switchyard-nix/switchyard/verdict"
 )
@@ -89,7 +88,7 @@ func TestTerminalProgress(t *testing.T) {
 	scr := &screen{}
 	now := time.Unix(1000, 0)
 	clock := func() time.Time { return now }
-	o := newTextOutputOn(scr, scr, &terminal{width: func() int { return 60 }, now: clock})
+	o := newTextOutputOn(scr, scr, &console.Terminal{Width: func() int { return 60 }, Now: clock})
 
 	o.Phase("web1", "build", effects.PhaseStart, 0)
 	o.Phase("web10", "build", effects.PhaseStart, 0)
@@ -151,7 +150,7 @@ func TestTerminalProgressTicks(t *testing.T) {
 	var mu sync.Mutex
 	now := time.Unix(1000, 0)
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	o := newTextOutputOn(scr, scr, &terminal{now: clock, tick: 5 * time.Millisecond})
+	o := newTextOutputOn(scr, scr, &console.Terminal{Now: clock, Tick: 5 * time.Millisecond})
 	o.Phase("web1", "push", effects.PhaseStart, 0)
 	mu.Lock()
 	now = now.Add(7 * time.Second)
@@ -176,7 +175,7 @@ func TestTerminalProgressTicks(t *testing.T) {
 }
 
 // Not a terminal: the prefixed lines as before, one per finished or failed phase, and
-// no escape sequence. A file, a pipe and /dev/null are not terminals.
+// no escape sequence.
 func TestNotTerminalProgress(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	o := newTextOutputOn(&stdout, &stderr, nil)
@@ -194,33 +193,4 @@ func TestNotTerminalProgress(t *testing.T) {
 		t.Errorf("escape sequences off a terminal: %q", stderr.String())
 	}
 
-	f, err := os.Create(filepath.Join(t.TempDir(), "out"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	defer w.Close()
-	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer null.Close()
-	for _, x := range []*os.File{f, w, null} {
-		if detectTerminal(x) != nil {
-			t.Errorf("%s taken for a terminal", x.Name())
-		}
-	}
-}
-
-func TestHumanBytes(t *testing.T) {
-	for n, want := range map[int64]string{0: "0 B", 1023: "1023 B", 1024: "1.0 KiB", 3 << 19: "1.5 MiB", 5 << 30: "5.0 GiB"} {
-		if got := humanBytes(n); got != want {
-			t.Errorf("humanBytes(%d) = %q, want %q", n, got, want)
-		}
-	}
 }

@@ -1,4 +1,4 @@
-package cli
+package console
 
 import (
 	"os"
@@ -32,15 +32,15 @@ func TestDetectTerminalOnPTY(t *testing.T) {
 		t.Fatalf("setting the width: %v", err)
 	}
 	t.Setenv("TERM", "xterm")
-	term := detectTerminal(pts)
+	term := Detect(pts)
 	if term == nil {
 		t.Fatal("a pty is not taken for a terminal")
 	}
-	if w := term.width(); w != 77 {
+	if w := term.Width(); w != 77 {
 		t.Errorf("width %d, want 77", w)
 	}
 	t.Setenv("TERM", "dumb")
-	if detectTerminal(pts) != nil {
+	if Detect(pts) != nil {
 		t.Errorf("TERM=dumb: still a terminal")
 	}
 }
