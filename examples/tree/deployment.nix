@@ -6,8 +6,10 @@
 #   DEPLOYMENT='{"deployment-method":{"ssh":{"applications":{"hello":{"enable":true,"settings":{"greeting":"hey"}}}}}}' \
 #     switchyard ssh plan --tree examples/tree
 #
-# The hosts and host keys are placeholders (192.0.2.0/24 is a documentation network):
-# put your nodes' addresses and their /etc/ssh/ssh_host_ed25519_key.pub here.
+# The hosts and host keys are placeholders: loopback ports where nothing is expected to
+# listen (and whose host keys would not match), so trying the tree as it is sends no packet
+# off this machine. Put your nodes' addresses and their /etc/ssh/ssh_host_ed25519_key.pub
+# here, or in local.nix (below).
 #
 # `system` names the tree's builder: this example builds without nixpkgs, from the test
 # bed's closures (builder.nix). A real tree sets `system = "nixos";` and `nixpkgs`.
@@ -44,8 +46,8 @@ in
     nodes.web1 = {
       modules = [ "hosts/web1.nix" ];
       ssh = ssh "web1" {
-        host = "192.0.2.11";
-        port = 22;
+        host = "127.0.0.1";
+        port = 40011;
         user = "root";
         hostKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIB4inzM5jOx8xxmjhITtKFD7q0B50Pu07HOHGjAEY+JB placeholder";
       };
@@ -53,8 +55,8 @@ in
     nodes.web2 = {
       modules = [ "hosts/web2.nix" ];
       ssh = ssh "web2" {
-        host = "192.0.2.12";
-        port = 22;
+        host = "127.0.0.1";
+        port = 40012;
         user = "root";
         hostKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAID3U6FhYajg1hJyGRciaoYCKKngatXm7/Bwaxg60HBwY placeholder";
       };

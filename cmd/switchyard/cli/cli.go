@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
+
+	"github.com/switchyard-nix/switchyard/plan/method"
 )
 
 // Exit codes of SPEC 2.1.
@@ -23,34 +25,30 @@ var Version = ""
 // Main runs the command line and returns its exit code.
 func Main(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, usage)
-		return ExitRefused
+		return refuse(stderr, "switchyard: give a command", writeMainUsage)
 	}
-	switch args[0] {
-	case "version":
+	switch cmd := args[0]; {
+	case cmd == "help" || isHelpArg(cmd):
+		return runHelp(args[1:], stdout, stderr)
+	case cmd == "version":
+		if len(args) == 2 && isHelpArg(args[1]) {
+			writeVersionUsage(stdout)
+			return ExitOK
+		}
 		if len(args) != 1 {
-			fmt.Fprintln(stderr, "switchyard: version: takes no arguments")
-			return ExitRefused
+			return refuse(stderr, "switchyard version: takes no arguments", writeVersionUsage)
 		}
 		fmt.Fprintf(stdout, "switchyard %s\n", version())
 		return ExitOK
-	case "deploy":
+	case cmd == "deploy":
 		return runDeploy(args[1:], stdout, stderr, os.Getenv)
-	case "ssh", "tf", "tf-incus", "tf-incus-operator":
-		return runMethod(args[0], args[1:], env{getenv: os.Getenv, stdin: os.Stdin, stdout: stdout, stderr: stderr})
-	case "-h", "--help", "help":
-		fmt.Fprintln(stdout, usage)
-		return ExitOK
 	default:
-		fmt.Fprintf(stderr, "switchyard: unknown command %q\n%s\n", args[0], usage)
-		return ExitRefused
+		if _, ok := method.Lookup(cmd); ok {
+			return runMethod(cmd, args[1:], env{getenv: os.Getenv, stdin: os.Stdin, stdout: stdout, stderr: stderr})
+		}
+		return refuse(stderr, fmt.Sprintf("switchyard: unknown command %q", cmd), writeMainUsage)
 	}
 }
-
-const usage = `usage:
-  switchyard deploy [flags]           the deploy body on one node
-  switchyard <method> <verb> [flags]  a method (ssh, tf, tf-incus, tf-incus-operator) over an operator tree
-  switchyard version`
 
 func version() string {
 	if Version != "" {

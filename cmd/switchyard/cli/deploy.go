@@ -30,23 +30,30 @@ type deployFlags struct {
 	source                                                                 effects.Source
 }
 
-func parseDeployFlags(args []string) (deployFlags, error) {
-	var f deployFlags
+// deployFlagSet declares `switchyard deploy`'s flags into f; the usage text prints the
+// same set.
+func deployFlagSet(f *deployFlags) *flag.FlagSet {
 	fs := flag.NewFlagSet("deploy", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	fs.StringVar(&f.transport, "transport", "ssh", "ssh|incus|shell")
-	fs.StringVar(&f.target, "target", "", "ssh: [user@]host[:port]; incus: [remote:]instance (remote: of the Incus client configuration, $INCUS_CONF or ~/.config/incus)")
-	fs.StringVar(&f.node, "node", "", "the node's name in messages (default: the target's host)")
-	fs.Var(&f.sshKeys, "ssh-key", "private key file (repeatable; the ssh agent is used too)")
-	fs.StringVar(&f.knownHosts, "known-hosts", "", "known_hosts file (default ~/.ssh/known_hosts)")
-	fs.StringVar(&f.sshConfig, "ssh-config", "", "ssh_config file: HostName, Port, User, IdentityFile, ProxyJump (default ~/.ssh/config; none: no file)")
-	fs.StringVar(&f.hooks, "hooks", "", "shell transport prologue")
-	fs.StringVar(&f.project, "project", "", "incus project (default: the remote's, else default)")
-	fs.StringVar(&f.output, "output", "text", "text|json")
-	fs.StringVar(&f.source.Toplevel, "toplevel", "", "an already built toplevel store path")
-	fs.StringVar(&f.source.Drv, "drv", "", "a derivation to realise")
-	fs.StringVar(&f.source.Expr, "expr", "", "a Nix file to evaluate and build")
-	fs.StringVar(&f.source.Attr, "attr", "", "attribute of --expr")
+	fs.StringVar(&f.transport, "transport", "ssh", "how the node is reached, `KIND`: ssh, incus or shell")
+	fs.StringVar(&f.target, "target", "", "the node, `T`: ssh [user@]host[:port]; incus [remote:]instance (remote: of the Incus client configuration, $INCUS_CONF or ~/.config/incus)")
+	fs.StringVar(&f.node, "node", "", "the node's `NAME` in messages (default: the target's host)")
+	fs.Var(&f.sshKeys, "ssh-key", "a private key `FILE` (repeatable; then the ssh configuration's IdentityFile, the ssh agent, ~/.ssh/id_ed25519, id_ecdsa, id_rsa)")
+	fs.StringVar(&f.knownHosts, "known-hosts", "", "the known_hosts `FILE` (default: ~/.ssh/known_hosts)")
+	fs.StringVar(&f.sshConfig, "ssh-config", "", "the ssh_config `FILE`: HostName, Port, User, IdentityFile, ProxyJump (default: ~/.ssh/config; none: no file)")
+	fs.StringVar(&f.hooks, "hooks", "", "the shell transport's prologue `FILE` (--transport shell)")
+	fs.StringVar(&f.project, "project", "", "the Incus `PROJECT` (default: the remote's, else default)")
+	fs.StringVar(&f.output, "output", "text", "`FORMAT`: text or json")
+	fs.StringVar(&f.source.Toplevel, "toplevel", "", "an already built toplevel `STOREPATH`")
+	fs.StringVar(&f.source.Drv, "drv", "", "a derivation `DRVPATH` to realise")
+	fs.StringVar(&f.source.Expr, "expr", "", "a Nix `FILE` to evaluate and build")
+	fs.StringVar(&f.source.Attr, "attr", "", "the attribute `A` of --expr")
+	return fs
+}
+
+func parseDeployFlags(args []string) (deployFlags, error) {
+	var f deployFlags
+	fs := deployFlagSet(&f)
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
@@ -65,9 +72,12 @@ func parseDeployFlags(args []string) (deployFlags, error) {
 // runDeploy is `switchyard deploy`: the deploy body on one node.
 func runDeploy(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
 	f, err := parseDeployFlags(args)
+	if errors.Is(err, flag.ErrHelp) {
+		writeDeployUsage(stdout)
+		return ExitOK
+	}
 	if err != nil {
-		fmt.Fprintf(stderr, "switchyard deploy: %v\n", err)
-		return ExitRefused
+		return refuse(stderr, fmt.Sprintf("switchyard deploy: %v", err), writeDeployUsage)
 	}
 	cfg, err := effects.ConfigFromEnv(getenv)
 	if err != nil {

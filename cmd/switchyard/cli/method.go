@@ -26,24 +26,30 @@ type methodFlags struct {
 	offline                                                    bool
 }
 
-func parseMethodFlags(verb string, args []string) (methodFlags, error) {
-	var f methodFlags
+// methodFlagSet declares a verb's flags into f; the usage text prints the same set.
+func methodFlagSet(verb string, f *methodFlags) *flag.FlagSet {
 	fs := flag.NewFlagSet(verb, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	fs.StringVar(&f.tree, "tree", ".", "operator tree")
-	fs.StringVar(&f.group, "group", "", "group")
-	fs.Var(&f.nodes, "node", "node (repeatable)")
-	fs.StringVar(&f.deployment, "deployment", "", "DEPLOYMENT submission file, or - for stdin")
-	fs.StringVar(&f.output, "output", "text", "text|json")
-	fs.IntVar(&f.parallel, "parallel", 0, "nodes at once (default: the method's parallel setting, 8)")
-	fs.StringVar(&f.stateDir, "state-dir", "", "state dir (default <tree>/.switchyard)")
+	fs.StringVar(&f.tree, "tree", ".", "the operator tree `DIR`")
+	fs.StringVar(&f.group, "group", "", "only the group `NAME`")
+	fs.Var(&f.nodes, "node", "only the node `NAME` (repeatable)")
+	fs.StringVar(&f.deployment, "deployment", "", "DEPLOYMENT submission `FILE`, or - for stdin (default: the DEPLOYMENT variable)")
+	fs.StringVar(&f.output, "output", "text", "`FORMAT`: text or json")
+	fs.IntVar(&f.parallel, "parallel", 0, "how many nodes at once, `N` (default: the method's parallel setting, 8)")
+	fs.StringVar(&f.stateDir, "state-dir", "", "the state `DIR` (default: <tree>/.switchyard)")
 	if verb == "plan" {
-		fs.StringVar(&f.planOut, "out", "", "save the plan to FILE")
+		fs.StringVar(&f.planOut, "out", "", "save the plan to `FILE`")
 		fs.BoolVar(&f.offline, "offline", false, "plan without contacting any node")
 	}
 	if verb == "apply" {
-		fs.StringVar(&f.planIn, "plan", "", "deploy exactly the plan saved in FILE")
+		fs.StringVar(&f.planIn, "plan", "", "deploy exactly the plan saved in `FILE`")
 	}
+	return fs
+}
+
+func parseMethodFlags(verb string, args []string) (methodFlags, error) {
+	var f methodFlags
+	fs := methodFlagSet(verb, &f)
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
@@ -87,19 +93,9 @@ func runMethod(name string, args []string, e env) int {
 		fmt.Fprintf(e.stderr, "switchyard: unknown method %q\n", name)
 		return ExitRefused
 	}
-	if len(args) == 0 {
-		fmt.Fprintf(e.stderr, "switchyard %s: give a verb: %s\n", name, strings.Join(m.Verbs, ", "))
-		return ExitRefused
-	}
-	verb := args[0]
-	if !m.HasVerb(verb) {
-		fmt.Fprintf(e.stderr, "switchyard %s: unknown verb %q (want one of %s)\n", name, verb, strings.Join(m.Verbs, ", "))
-		return ExitRefused
-	}
-	f, err := parseMethodFlags(verb, args[1:])
-	if err != nil {
-		fmt.Fprintf(e.stderr, "switchyard %s %s: %v\n", name, verb, err)
-		return ExitRefused
+	verb, f, code, done := methodArgs(m, args, e.stdout, e.stderr)
+	if done {
+		return code
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
@@ -110,7 +106,7 @@ func runMethod(name string, args []string, e env) int {
 	if req.JSON {
 		out = newJSONOutput(e.stdout)
 	}
-	code := ExitOK
+	var err error
 	if verb != "schema" {
 		req.Deployment, err = submission(f.deployment, e)
 	}

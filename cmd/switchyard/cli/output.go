@@ -4,11 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
+	"github.com/switchyard-nix/switchyard/console"
 	"github.com/switchyard-nix/switchyard/effects"
 	"github.com/switchyard-nix/switchyard/verdict"
 )
@@ -77,41 +78,66 @@ func (o *jsonOutput) Summary(nodes, ok, failed, exitCode int) {
 	o.emit(summaryEvent{"summary", nodes, ok, failed, exitCode})
 }
 
-// textOutput shows live progress on stderr, one line per node (redrawn in place on
-// a terminal, appended otherwise), and the verdict blocks on stdout.
+// textOutput shows live progress on stderr and the verdict blocks on stdout (SPEC 2.2).
+// On a terminal each node has one status line (phase, elapsed time, bytes copied when
+// known), redrawn in place below everything else printed; otherwise each finished or
+// failed phase is one appended line starting with the node's name, as scripts and logs
+// want it.
 type textOutput struct {
-	mu       sync.Mutex
-	stdout   io.Writer
-	stderr   io.Writer
-	terminal bool
-	order    []string
-	lines    map[string]string
-	started  map[string]time.Time
-	drawn    int // progress lines currently on the terminal
+	mu     sync.Mutex
+	stdout io.Writer
+	stderr io.Writer
+	term   *console.Terminal // nil: stderr is not a terminal
+	block  *console.Block
+	order  []string
+	nodes  map[string]*nodeStatus
+}
+
+// nodeStatus is one node's status line.
+type nodeStatus struct {
+	started   time.Time // the node's first event
+	phase     string
+	state     effects.PhaseState
+	phaseTook time.Duration // of the last finished or failed phase
+	copied    int64         // bytes copied, -1 while not known
+	final     string        // set when the verdict arrived: the line no longer moves
 }
 
 func newTextOutput(stdout, stderr io.Writer) *textOutput {
-	return &textOutput{stdout: stdout, stderr: stderr, terminal: isTerminal(stderr),
-		lines: map[string]string{}, started: map[string]time.Time{}}
+	return newTextOutputOn(stdout, stderr, console.Detect(stderr))
 }
 
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
+func newTextOutputOn(stdout, stderr io.Writer, term *console.Terminal) *textOutput {
+	o := &textOutput{stdout: stdout, stderr: stderr, term: term, nodes: map[string]*nodeStatus{}}
+	if term != nil {
+		o.block = console.New(stderr, term, &o.mu, o.statusLines)
 	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0 && os.Getenv("TERM") != "dumb"
+	return o
+}
+
+func (o *textOutput) clock() time.Time {
+	if o.term != nil {
+		return o.term.Now()
+	}
+	return time.Now()
+}
+
+// node is the status of node, created at its first event.
+func (o *textOutput) node(node string) *nodeStatus {
+	n, ok := o.nodes[node]
+	if !ok {
+		n = &nodeStatus{started: o.clock(), copied: -1}
+		o.nodes[node] = n
+		o.order = append(o.order, node)
+	}
+	return n
 }
 
 func (o *textOutput) Phase(node, phase string, state effects.PhaseState, elapsed time.Duration) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if _, ok := o.started[node]; !ok {
-		o.started[node] = time.Now()
-		o.order = append(o.order, node)
-	}
-	total := time.Since(o.started[node]).Round(100 * time.Millisecond)
+	n := o.node(node)
+	total := o.clock().Sub(n.started).Round(100 * time.Millisecond)
 	var line string
 	switch state {
 	case effects.PhaseStart:
@@ -123,35 +149,62 @@ func (o *textOutput) Phase(node, phase string, state effects.PhaseState, elapsed
 	default:
 		return
 	}
-	o.lines[node] = line
-	if o.terminal {
-		o.redraw()
+	n.phase, n.state, n.phaseTook = phase, state, elapsed
+	if o.block != nil {
+		o.block.Redraw()
 	} else if state != effects.PhaseStart {
 		fmt.Fprintln(o.stderr, line)
 	}
 }
 
-// redraw rewrites the progress block in place.
-func (o *textOutput) redraw() {
-	if o.drawn > 0 {
-		fmt.Fprintf(o.stderr, "\x1b[%dA", o.drawn)
+// Copied records how many bytes of the node's closure were copied so far; the status
+// line shows it. The body reports it when the transport counts its copy.
+func (o *textOutput) Copied(node string, bytes int64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.node(node).copied = bytes
+	if o.block != nil {
+		o.block.Redraw()
 	}
-	for _, n := range o.order {
-		fmt.Fprintf(o.stderr, "\r\x1b[K%s\n", o.lines[n])
-	}
-	o.drawn = len(o.order)
 }
 
-// above prints text above the progress block.
+// statusLines are the block's lines: each node's name padded to the widest, the time
+// since its first event, its phase and where it is, and the bytes copied.
+func (o *textOutput) statusLines() []string {
+	pad := 0
+	for _, name := range o.order {
+		pad = max(pad, utf8.RuneCountInString(name))
+	}
+	lines := make([]string, 0, len(o.order))
+	for _, name := range o.order {
+		n := o.nodes[name]
+		if n.final != "" {
+			lines = append(lines, fmt.Sprintf("%-*s  %s", pad, name, n.final))
+			continue
+		}
+		what := n.phase + " done"
+		switch n.state {
+		case effects.PhaseStart:
+			what = n.phase + " ..."
+		case effects.PhaseFailed:
+			what = fmt.Sprintf("%s failed after %s", n.phase, n.phaseTook.Round(100*time.Millisecond))
+		}
+		line := fmt.Sprintf("%-*s  %-6s %s", pad, name, o.clock().Sub(n.started).Round(time.Second), what)
+		if n.copied >= 0 {
+			line += ", " + console.Bytes(n.copied) + " copied"
+		}
+		lines = append(lines, line)
+	}
+	return lines
+}
+
+// above prints text above the status block, or just prints it off a terminal.
 func (o *textOutput) above(w io.Writer, text string) {
-	if o.terminal && o.drawn > 0 {
-		fmt.Fprintf(o.stderr, "\x1b[%dA\x1b[J", o.drawn)
-		o.drawn = 0
+	if o.block != nil {
+		o.block.Above(w, text)
+		return
 	}
 	fmt.Fprint(w, text)
-	if o.terminal {
-		o.redraw()
-	}
 }
 
 func (o *textOutput) Log(node, level, msg string) {
@@ -167,17 +220,35 @@ func (o *textOutput) Log(node, level, msg string) {
 func (o *textOutput) Verdict(v verdict.Verdict) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if o.block != nil {
+		// The node's line becomes final: what was judged, and in how long.
+		n := o.node(v.Node)
+		took := o.clock().Sub(n.started).Round(100 * time.Millisecond)
+		n.final = fmt.Sprintf("FAILED (exit %d) after %s", v.ExitCode, took)
+		if v.OK {
+			n.final = fmt.Sprintf("ok after %s", took)
+		}
+		if n.copied >= 0 {
+			n.final += ", " + console.Bytes(n.copied) + " copied"
+		}
+	}
 	var b strings.Builder
 	_ = v.WriteText(&b)
 	o.above(o.stdout, b.String())
 }
 
+// Summary ends the run: the status block is drawn a last time and left where it is,
+// and the count of several nodes follows it.
 func (o *textOutput) Summary(nodes, ok, failed, exitCode int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.block != nil {
+		o.block.Release()
+		o.order, o.nodes = nil, map[string]*nodeStatus{}
+	}
 	if nodes <= 1 {
 		return
 	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
 	o.above(o.stdout, fmt.Sprintf("%d nodes: %d ok, %d failed (exit %d)\n", nodes, ok, failed, exitCode))
 }
 
