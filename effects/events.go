@@ -24,3 +24,9 @@ type Reporter interface {
 	Log(node, level, msg string)
 	Verdict(v verdict.Verdict)
 }
+
+// CopyReporter is a Reporter that also shows how many bytes a node's copy sent (a
+// terminal's status line does).
+type CopyReporter interface {
+	Copied(node string, bytes int64)
+}

@@ -255,6 +255,9 @@ func (r *run) push(ctx context.Context) error {
 	if c, ok := r.d.Transport.(CopyCounter); ok {
 		paths, missing, sent, bytes := c.CopyCounts()
 		r.log("info", "%s: push: %d paths in the closure, %d missing, %d sent (%d bytes)", r.d.Node, paths, missing, sent, bytes)
+		if cr, ok := r.d.Reporter.(CopyReporter); ok {
+			cr.Copied(r.d.Node, bytes)
+		}
 	}
 	return nil
 }
