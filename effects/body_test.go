@@ -206,7 +206,7 @@ func TestDeployPassRunsEveryPhaseInOrder(t *testing.T) {
 	if diff := cmp.Diff(want, ev.started()); diff != "" {
 		t.Errorf("phases (-want +got):\n%s", diff)
 	}
-	if res.ExitCode != 0 || !res.Verdict.OK || res.Verdict.Switch.Result != "ok" {
+	if res.ExitCode != 0 || !res.Verdict.OK || res.Verdict.Switch.Result != verdict.SwitchOK {
 		t.Errorf("exit %d verdict %+v", res.ExitCode, res.Verdict)
 	}
 	if f.did("copy "+f.toplevel) != 1 || f.did("finalize "+f.toplevel) != 1 || f.did("run systemd-run ") != 1 {
@@ -238,7 +238,7 @@ func TestVerdictOnlyPassChangesNothing(t *testing.T) {
 		t.Errorf("the verdict-only pass changed the node: %v", f.log)
 	}
 	v := res.Verdict
-	if res.ExitCode != 0 || v.Pass != verdict.PassVerdictOnly || v.Switch.Result != "skipped" || v.Toplevel != f.toplevel {
+	if res.ExitCode != 0 || v.Pass != verdict.PassVerdictOnly || v.Switch.Result != verdict.SwitchSkipped || v.Toplevel != f.toplevel {
 		t.Errorf("exit %d verdict %+v", res.ExitCode, v)
 	}
 }
@@ -246,7 +246,7 @@ func TestVerdictOnlyPassChangesNothing(t *testing.T) {
 func TestFailedUnitFinalizesBeforeTheNonZeroExit(t *testing.T) {
 	f := loadFake(t, "failed-unit")
 	res, ev := deploy(t, f, testConfig(false))
-	if res.ExitCode != 1 || res.Verdict.Switch.Result != "units-failed" {
+	if res.ExitCode != 1 || res.Verdict.Switch.Result != verdict.SwitchUnitsFailed {
 		t.Fatalf("exit %d verdict %+v", res.ExitCode, res.Verdict)
 	}
 	if diff := cmp.Diff([]string{"broken.service"}, res.Verdict.Units.Failed); diff != "" {
@@ -267,7 +267,7 @@ func TestNeverConfirmedRevertsAndFails(t *testing.T) {
 	f := loadFake(t, "healthy")
 	f.activates = false
 	res, ev := deploy(t, f, testConfig(false))
-	if res.ExitCode != 1 || res.Verdict.Switch.Result != "never-confirmed" {
+	if res.ExitCode != 1 || res.Verdict.Switch.Result != verdict.SwitchNeverConfirmed {
 		t.Fatalf("exit %d verdict %+v", res.ExitCode, res.Verdict)
 	}
 	if f.did("revert") != 1 || f.did("finalize") != 0 {
@@ -349,7 +349,7 @@ func TestUnchangedNodeIsJudgedNotSwitched(t *testing.T) {
 		Source:  Source{Toplevel: f.toplevel},
 		resolve: func(context.Context, Source) (string, error) { return f.toplevel, nil }, poll: time.Millisecond}
 	res := d.Run(context.Background())
-	if res.ExitCode != 0 || res.Verdict.Switch.Result != "unchanged" {
+	if res.ExitCode != 0 || res.Verdict.Switch.Result != verdict.SwitchUnchanged {
 		t.Fatalf("exit %d verdict %+v", res.ExitCode, res.Verdict)
 	}
 	for _, p := range []string{"switch", "switch-result", "confirm", "finalize"} {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard-nix/switchyard/exitcode"
 	"github.com/switchyard-nix/switchyard/verdict"
 )
 
@@ -109,7 +110,7 @@ func TestChainGateUnreachableNode(t *testing.T) {
 	ev := &events{}
 	d := &Deploy{Node: "web1", Transport: unreachableChainNode{f}, Config: testConfig(true), Reporter: ev, poll: time.Millisecond}
 	res := d.Run(context.Background())
-	if res.ExitCode != exitInfra || res.Verdict.ExitCode != exitInfra {
+	if res.ExitCode != exitcode.Infra || res.Verdict.ExitCode != exitcode.Infra {
 		t.Errorf("exit %d (verdict %d), want 3", res.ExitCode, res.Verdict.ExitCode)
 	}
 	if res.Verdict.Reachable {
@@ -150,7 +151,7 @@ func TestChainGateUnreadableChainFile(t *testing.T) {
 	ev := &events{}
 	d := &Deploy{Node: "web1", Transport: unreadableChainNode{f}, Config: testConfig(true), Reporter: ev, poll: time.Millisecond}
 	res := d.Run(context.Background())
-	if res.ExitCode != exitInfra || !res.Verdict.Reachable {
+	if res.ExitCode != exitcode.Infra || !res.Verdict.Reachable {
 		t.Errorf("exit %d reachable %v, want 3 and reachable", res.ExitCode, res.Verdict.Reachable)
 	}
 	if !strings.Contains(strings.Join(res.Verdict.Reasons, ";"), "chain: reading the chain: cat exited 1: cat: /run/current-system/etc/switchyard/chain: Permission denied") {

@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/switchyard-nix/switchyard/exitcode"
+	"github.com/switchyard-nix/switchyard/verdict"
 )
 
 // The switch's unit is bounded by TimeoutStartSec= (RuntimeMaxSec= does not bound a
@@ -78,7 +81,7 @@ func TestConfirmRetriesWhileUnreachable(t *testing.T) {
 		resolve: func(context.Context, Source) (string, error) { return f.toplevel, nil },
 		poll:    time.Millisecond}
 	res := d.Run(context.Background())
-	if res.ExitCode != 0 || res.Verdict.Switch.Result != "ok" || f.fails != 0 {
+	if res.ExitCode != 0 || res.Verdict.Switch.Result != verdict.SwitchOK || f.fails != 0 {
 		t.Errorf("exit %d switch %+v reasons %q (unreachable reads left %d)", res.ExitCode, res.Verdict.Switch, res.Verdict.Reasons, f.fails)
 	}
 }
@@ -90,7 +93,7 @@ func TestWaitMaintenanceIsReachable(t *testing.T) {
 	d := &Deploy{Node: "web1", Transport: f, Config: testConfig(true), Reporter: &events{}, poll: time.Millisecond}
 	res := d.Run(context.Background())
 	v := res.Verdict
-	if res.ExitCode != exitInfra || !v.Reachable || !strings.Contains(strings.Join(v.Reasons, ";"), `systemd is "maintenance" (rescue or emergency mode)`) {
+	if res.ExitCode != exitcode.Infra || !v.Reachable || !strings.Contains(strings.Join(v.Reasons, ";"), `systemd is "maintenance" (rescue or emergency mode)`) {
 		t.Errorf("exit %d reachable %v reasons %q", res.ExitCode, v.Reachable, v.Reasons)
 	}
 }
@@ -105,7 +108,7 @@ func TestUnchangedNodeWithStaleBootEntryIsFinalized(t *testing.T) {
 		Source:  Source{Toplevel: f.toplevel},
 		resolve: func(context.Context, Source) (string, error) { return f.toplevel, nil }, poll: time.Millisecond}
 	res := d.Run(context.Background())
-	if res.ExitCode != 0 || res.Verdict.Switch.Result != "unchanged" || res.Verdict.BootEntry != f.toplevel {
+	if res.ExitCode != 0 || res.Verdict.Switch.Result != verdict.SwitchUnchanged || res.Verdict.BootEntry != f.toplevel {
 		t.Fatalf("exit %d verdict %+v", res.ExitCode, res.Verdict)
 	}
 	if f.did("run systemd-run") != 0 || f.did("finalize "+f.toplevel) != 1 {
@@ -136,7 +139,7 @@ func TestSwitchResultGoneIsError(t *testing.T) {
 		poll:    time.Millisecond}
 	res := d.Run(context.Background())
 	v := res.Verdict
-	if res.ExitCode != exitInfra || v.Switch.Result != "error" || v.Switch.ExitCode != -1 ||
+	if res.ExitCode != exitcode.Infra || v.Switch.Result != verdict.SwitchError || v.Switch.ExitCode != -1 ||
 		!strings.Contains(strings.Join(v.Reasons, ";"), "is gone before its result was read") {
 		t.Errorf("exit %d switch %+v reasons %q", res.ExitCode, v.Switch, v.Reasons)
 	}
