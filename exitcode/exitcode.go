@@ -1,4 +1,3 @@
-// Package exitcode holds the exit codes of SPEC 2.1, the one set every layer uses.
 package exitcode
 
 // The exit codes of SPEC 2.1. A fleet's code is the highest of its nodes'. They
