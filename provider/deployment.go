@@ -19,6 +19,7 @@ import (
 
 	"github.com/switchyard-nix/switchyard/effects"
 	"github.com/switchyard-nix/switchyard/exitcode"
+	"github.com/switchyard-nix/switchyard/transports"
 	"github.com/switchyard-nix/switchyard/transports/incus"
 	"github.com/switchyard-nix/switchyard/transports/ssh"
 	"github.com/switchyard-nix/switchyard/verdict"
@@ -262,21 +263,21 @@ func (m *deploymentModel) transport() (effects.Transport, error) {
 		return nil, errors.New(msg)
 	}
 	if inst := m.IncusInstance.ValueString(); inst != "" {
-		return incusTransport(inst, m.IncusProject.ValueString())
+		return transports.Open(incusSpec(inst, m.IncusProject.ValueString()))
 	}
-	sc := ssh.Config{User: m.User.ValueString(), Host: m.Host.ValueString(), Port: int(m.Port.ValueInt64()),
-		HostKey: m.HostKey.ValueString(), KnownHostsFile: m.KnownHostsFile.ValueString()}
+	spec := transports.Spec{Kind: transports.SSH, SSH: ssh.Config{User: m.User.ValueString(), Host: m.Host.ValueString(),
+		Port: int(m.Port.ValueInt64()), HostKey: m.HostKey.ValueString(), KnownHostsFile: m.KnownHostsFile.ValueString()}}
 	if key := os.Getenv(EnvSSHKeyFile); key != "" {
-		sc.KeyFiles = []string{key}
+		spec.SSH.KeyFiles = []string{key}
 	}
-	return ssh.New(sc)
+	return transports.Open(spec)
 }
 
-// incusTransport reaches an instance through the daemon of $SWITCHYARD_INCUS_REMOTE
+// incusSpec reaches an instance through the daemon of $SWITCHYARD_INCUS_REMOTE
 // (the local one by default).
-func incusTransport(instance, project string) (effects.Transport, error) {
-	return incus.New(incus.Config{Instance: instance, Project: project, Remote: os.Getenv(EnvIncusRemote),
-		KeyFile: os.Getenv(EnvIncusClientKeyFile)})
+func incusSpec(instance, project string) transports.Spec {
+	return transports.Spec{Kind: transports.Incus, Incus: incus.Config{Instance: instance, Project: project,
+		Remote: os.Getenv(EnvIncusRemote), KeyFile: os.Getenv(EnvIncusClientKeyFile)}}
 }
 
 // logReporter sends the body's progress to the provider log (TF_LOG_PROVIDER).

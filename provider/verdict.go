@@ -15,6 +15,7 @@ import (
 
 	"github.com/switchyard-nix/switchyard/effects"
 	"github.com/switchyard-nix/switchyard/exitcode"
+	"github.com/switchyard-nix/switchyard/transports"
 	"github.com/switchyard-nix/switchyard/verdict"
 )
 
@@ -143,7 +144,7 @@ func (m *verdictModel) judge(ctx context.Context, fail func(summary, detail stri
 		return
 	}
 	cfg.VerdictOnly = true
-	t, err := incusTransport(m.IncusInstance.ValueString(), m.IncusProject.ValueString())
+	t, err := transports.Open(incusSpec(m.IncusInstance.ValueString(), m.IncusProject.ValueString()))
 	if err != nil {
 		refuse(fmt.Errorf("wait: %w", err))
 		return
