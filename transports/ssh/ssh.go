@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -136,8 +135,9 @@ func New(cfg Config) (*Transport, error) {
 	}
 	chain, err := sc.jumpChain(cfg.ProxyJump)
 	if err != nil {
-		if jumpFromConfig && sc != nil && !strings.HasPrefix(err.Error(), "ssh config ") {
-			err = fmt.Errorf("ssh config %s: ProxyJump of %s: %v", sc.file, node.alias, err)
+		var named *configError
+		if jumpFromConfig && !errors.As(err, &named) {
+			err = sc.wrap(fmt.Errorf("ProxyJump of %s: %v", node.alias, err))
 		}
 		return nil, err
 	}
