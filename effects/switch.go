@@ -216,12 +216,12 @@ func (r *run) revertBoot(ctx context.Context) {
 	}
 }
 
-// bootEntryScript prints what the node's default boot entry starts, read from the
+// BootEntryScript prints what the node's default boot entry starts, read from the
 // boot loader NixOS installed (a fixed script, no input): systemd-boot's loader.conf
 // "default" entry and its "options init=" (systemd-boot-builder.py), extlinux's
 // DEFAULT label and its "APPEND init=" (extlinux-conf-builder.sh), or a container's
 // /sbin/init (lxc-container.nix). It prints nothing when the node has none of them.
-const bootEntryScript = `set -e
+const BootEntryScript = `set -e
 if [ -f /boot/loader/loader.conf ]; then
 	entry=$(awk '$1 == "default" { d = $2 } END { print d }' /boot/loader/loader.conf)
 	case $entry in
@@ -253,7 +253,7 @@ func bootToplevel(init string) string {
 
 // readBootEntry reads the toplevel the node's default boot entry boots.
 func (r *run) readBootEntry(ctx context.Context) (string, error) {
-	out, err := r.execCheck(ctx, "sh", "-c", bootEntryScript)
+	out, err := r.execCheck(ctx, "sh", "-c", BootEntryScript)
 	if err != nil {
 		return "", fmt.Errorf("reading the boot entry: %w", err)
 	}
