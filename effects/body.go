@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/switchyard-nix/switchyard/exitcode"
 	"github.com/switchyard-nix/switchyard/verdict"
 )
 
@@ -31,14 +32,8 @@ type Result struct {
 	ExitCode int // the node's exit code (SPEC 2.1), which finalize may raise after the report
 }
 
-// Exit codes of SPEC 2.1.
-const (
-	exitOK       = 0
-	exitVerdict  = 1
-	exitRefused  = 2
-	exitInfra    = 3
-	pollInterval = time.Second
-)
+// pollInterval is the pause between two samples of the node.
+const pollInterval = time.Second
 
 // phase is one row of the phase table.
 type phase struct {
@@ -137,7 +132,7 @@ func (d *Deploy) Run(ctx context.Context) Result {
 		d.Reporter.Phase(d.Node, p.name, PhaseFailed, elapsed)
 		msg := fmt.Sprintf("%s: %s: %v", d.Node, p.name, err)
 		d.Reporter.Log(d.Node, "error", msg)
-		pe := &phaseError{code: exitInfra, stop: true, err: err}
+		pe := &phaseError{code: exitcode.Infra, stop: true, err: err}
 		errors.As(err, &pe)
 		r.raise(pe.code, p.name+": "+err.Error())
 		stopped = stopped || pe.stop

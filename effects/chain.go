@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/switchyard-nix/switchyard/exitcode"
 	"github.com/switchyard-nix/switchyard/verdict"
 )
 
@@ -18,7 +19,7 @@ func (r *run) chainGate(ctx context.Context) error {
 	if err != nil {
 		r.v.Reachable = !errors.Is(err, ErrUnreachable)
 		r.chainDown = true
-		return stopWith(exitInfra, "reading the chain: %w", err)
+		return stopWith(exitcode.Infra, "reading the chain: %w", err)
 	}
 	members := parseChain(out)
 	if len(members) == 0 {
@@ -38,12 +39,12 @@ func (r *run) chainGate(ctx context.Context) error {
 				switch {
 				case errors.Is(err, ErrUnreachable):
 					r.v.Reachable = false
-					return stopWith(exitInfra, "node unreachable while waiting for the chain: %w", err)
+					return stopWith(exitcode.Infra, "node unreachable while waiting for the chain: %w", err)
 				case err != nil:
-					return stopWith(exitInfra, "reading the node while waiting for the chain: %w", err)
+					return stopWith(exitcode.Infra, "reading the node while waiting for the chain: %w", err)
 				}
 				// The node answered but systemd could not be read (a severed bus).
-				return stopWith(exitInfra, "systemd state not read while waiting for the chain: %s", strings.Join(s.Unread, "; "))
+				return stopWith(exitcode.Infra, "systemd state not read while waiting for the chain: %s", strings.Join(s.Unread, "; "))
 			}
 		default:
 			unreachable = 0
@@ -57,17 +58,17 @@ func (r *run) chainGate(ctx context.Context) error {
 				return nil
 			case d.failed != "":
 				r.chainDown = true
-				return failWith(exitVerdict, "chain member %s failed", d.failed)
+				return failWith(exitcode.Verdict, "chain member %s failed", d.failed)
 			case time.Since(lastChange) >= r.cfg.ChainStall:
 				r.chainDown = true
-				return failWith(exitVerdict, "chain stalled at %s: no change for %s", d.waiting, r.cfg.ChainStall)
+				return failWith(exitcode.Verdict, "chain stalled at %s: no change for %s", d.waiting, r.cfg.ChainStall)
 			case time.Now().After(deadline):
 				r.chainDown = true
-				return failWith(exitVerdict, "chain not up within %s: waiting for %s", r.cfg.ChainTimeout, d.waiting)
+				return failWith(exitcode.Verdict, "chain not up within %s: waiting for %s", r.cfg.ChainTimeout, d.waiting)
 			}
 		}
 		if err := sleep(ctx, r.d.poll); err != nil {
-			return stopWith(exitInfra, "%w", err)
+			return stopWith(exitcode.Infra, "%w", err)
 		}
 	}
 }

@@ -1,11 +1,8 @@
 package effects
 
 import (
-	"context"
-	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -83,82 +80,5 @@ func TestChainCompute(t *testing.T) {
 				t.Errorf("the same sample again reads as a change: %v -> %v", d.states, again.states)
 			}
 		})
-	}
-}
-
-// unreachableChainNode declares a chain and then cannot be read: every sample's
-// connection is refused after the wait phase got its answer.
-type unreachableChainNode struct{ *fakeNode }
-
-func (n unreachableChainNode) Run(ctx context.Context, c Command) (int, error) {
-	switch {
-	case len(c.Argv) == 3 && c.Argv[0] == "cat" && c.Argv[2] == "/run/current-system/etc/switchyard/chain":
-		fmt.Fprintln(c.Stdout, "secret-agent.service")
-		return 0, nil
-	case len(c.Argv) == 3 && c.Argv[0] == "sh" && c.Argv[2] == verdict.ReadScript:
-		n.record("run sh -c ReadScript")
-		return 0, fmt.Errorf("dial: connection refused: %w", ErrUnreachable)
-	}
-	return n.fakeNode.Run(ctx, c)
-}
-
-// Issue 11 item 6: the chain gate that gives up on an unreachable node reports the
-// node unreachable (reachable: false), exit 3, with no sweep.
-func TestChainGateUnreachableNode(t *testing.T) {
-	f := loadFake(t, "healthy")
-	ev := &events{}
-	d := &Deploy{Node: "web1", Transport: unreachableChainNode{f}, Config: testConfig(true), Reporter: ev, poll: time.Millisecond}
-	res := d.Run(context.Background())
-	if res.ExitCode != exitInfra || res.Verdict.ExitCode != exitInfra {
-		t.Errorf("exit %d (verdict %d), want 3", res.ExitCode, res.Verdict.ExitCode)
-	}
-	if res.Verdict.Reachable {
-		t.Errorf("verdict says reachable after the chain gate gave up on an unreachable node: %+v", res.Verdict)
-	}
-	if got := f.did("run sh -c ReadScript"); got != 3 {
-		t.Errorf("read the node %d times, want 3", got)
-	}
-	if !strings.Contains(strings.Join(res.Verdict.Reasons, ";"), "chain: node unreachable while waiting for the chain") {
-		t.Errorf("reasons %v", res.Verdict.Reasons)
-	}
-	for _, p := range ev.started() {
-		if p == "sweep" {
-			t.Errorf("the sweep ran although the chain is down: %v", ev.started())
-		}
-	}
-}
-
-// unreadableChainNode has a chain file that exists but cannot be read (cat fails, the
-// file is there): the gate must not take that for "no chain declared".
-type unreadableChainNode struct{ *fakeNode }
-
-func (n unreadableChainNode) Run(ctx context.Context, c Command) (int, error) {
-	switch {
-	case len(c.Argv) == 3 && c.Argv[0] == "cat" && c.Argv[2] == "/run/current-system/etc/switchyard/chain":
-		fmt.Fprintln(c.Stderr, "cat: /run/current-system/etc/switchyard/chain: Permission denied")
-		return 1, nil
-	case len(c.Argv) > 2 && c.Argv[0] == "test" && c.Argv[2] == "/run/current-system/etc/switchyard/chain":
-		return 0, nil // it exists
-	}
-	return n.fakeNode.Run(ctx, c)
-}
-
-// A chain file that exists but cannot be read stops the node (exit 3, phase chain)
-// before the sweep, reachable; only a missing file means no chain.
-func TestChainGateUnreadableChainFile(t *testing.T) {
-	f := loadFake(t, "healthy")
-	ev := &events{}
-	d := &Deploy{Node: "web1", Transport: unreadableChainNode{f}, Config: testConfig(true), Reporter: ev, poll: time.Millisecond}
-	res := d.Run(context.Background())
-	if res.ExitCode != exitInfra || !res.Verdict.Reachable {
-		t.Errorf("exit %d reachable %v, want 3 and reachable", res.ExitCode, res.Verdict.Reachable)
-	}
-	if !strings.Contains(strings.Join(res.Verdict.Reasons, ";"), "chain: reading the chain: cat exited 1: cat: /run/current-system/etc/switchyard/chain: Permission denied") {
-		t.Errorf("reasons %v", res.Verdict.Reasons)
-	}
-	for _, p := range ev.started() {
-		if p == "sweep" {
-			t.Errorf("the sweep ran although the chain could not be read: %v", ev.started())
-		}
 	}
 }

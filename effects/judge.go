@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/switchyard-nix/switchyard/exitcode"
 	"github.com/switchyard-nix/switchyard/verdict"
 )
 
@@ -50,7 +51,7 @@ func (r *run) settle(ctx context.Context) error {
 		}
 		if i+1 < r.cfg.SettleAttempts {
 			if err := sleep(ctx, r.d.poll); err != nil {
-				return stopWith(exitInfra, "%w", err)
+				return stopWith(exitcode.Infra, "%w", err)
 			}
 		}
 	}
@@ -65,7 +66,7 @@ func (r *run) cycleWatch(ctx context.Context) error {
 	r.cycleStart = len(r.samples) - 1
 	for w := 0; w < r.cfg.CycleWindows; w++ {
 		if err := sleep(ctx, r.cfg.CycleInterval); err != nil {
-			return stopWith(exitInfra, "%w", err)
+			return stopWith(exitcode.Infra, "%w", err)
 		}
 		r.sample(ctx)
 	}
@@ -90,7 +91,7 @@ func (r *run) loopWatch(ctx context.Context) error {
 	deadline := time.Now().Add(loopWatchLimit)
 	for time.Now().Before(deadline) && r.cadenceUnknown() {
 		if err := sleep(ctx, r.d.poll); err != nil {
-			return stopWith(exitInfra, "%w", err)
+			return stopWith(exitcode.Infra, "%w", err)
 		}
 		r.sample(ctx)
 	}
@@ -172,7 +173,7 @@ func (r *run) judge(ctx context.Context) error {
 		reasons = append(why, reasons...)
 	}
 	v.ExitCode = exit
-	v.OK = exit == exitOK
+	v.OK = exit == exitcode.OK
 	if reasons == nil {
 		reasons = []string{}
 	}
@@ -202,7 +203,7 @@ func (r *run) report(ctx context.Context) error {
 // 17. finalize
 func (r *run) finalize(ctx context.Context) error {
 	if err := r.d.Transport.FinalizeBootloader(ctx, r.v.Toplevel); err != nil {
-		return failWith(exitInfra, "setting the system profile and boot entry: %w", err)
+		return failWith(exitcode.Infra, "setting the system profile and boot entry: %w", err)
 	}
 	return nil
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strings"
+
+	"github.com/switchyard-nix/switchyard/exitcode"
 )
 
 // ownedArgv lists a toplevel's unit directory, two levels deep, following the
@@ -43,13 +45,13 @@ func (r *run) listOwned(ctx context.Context) error {
 	}
 	out, err := r.readOptional(ctx, r.toplevel+"/etc/systemd/system", ownedArgv(r.toplevel))
 	if err != nil {
-		return stopWith(exitInfra, "listing the configuration's units: %w", err)
+		return stopWith(exitcode.Infra, "listing the configuration's units: %w", err)
 	}
 	r.owned, r.wanted = parseOwned(out)
 	fstab := r.toplevel + "/etc/fstab"
 	out, err = r.readOptional(ctx, fstab, []string{"cat", "--", fstab})
 	if err != nil {
-		return stopWith(exitInfra, "reading the configuration's file systems: %w", err)
+		return stopWith(exitcode.Infra, "reading the configuration's file systems: %w", err)
 	}
 	for _, name := range fstabUnits(out) {
 		r.owned[name] = true

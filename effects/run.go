@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/switchyard-nix/switchyard/exitcode"
 	"github.com/switchyard-nix/switchyard/verdict"
 )
 
@@ -153,7 +154,7 @@ func (r *run) build(ctx context.Context) error {
 	if src.Evaluate != nil {
 		drv, how, err := src.Evaluate(ctx)
 		if err != nil {
-			return stopWith(exitInfra, "evaluation failed: %w", err)
+			return stopWith(exitcode.Infra, "evaluation failed: %w", err)
 		}
 		r.log("info", "%s: build: %s %s", r.d.Node, how, drv)
 		src = Source{Drv: drv}
@@ -166,7 +167,7 @@ func (r *run) build(ctx context.Context) error {
 	}
 	top, err := r.d.resolve(ctx, src)
 	if err != nil {
-		return stopWith(exitInfra, "%w", err)
+		return stopWith(exitcode.Infra, "%w", err)
 	}
 	r.toplevel = top
 	r.v.Toplevel = top
@@ -185,12 +186,12 @@ func (r *run) wait(ctx context.Context) error {
 		out, _, err := r.exec(actx, "systemctl", "is-system-running")
 		cancel()
 		if errors.Is(err, ErrRefused) {
-			return stopWith(exitRefused, "%w", err)
+			return stopWith(exitcode.Refused, "%w", err)
 		}
 		if errors.Is(err, ErrNoSudo) {
 			// The node answered; waiting will not give the user root.
 			r.v.Reachable = true
-			return stopWith(exitInfra, "%w", err)
+			return stopWith(exitcode.Infra, "%w", err)
 		}
 		last, lastErr = strings.TrimSpace(out), err
 		// systemd answered: the node is reachable, whatever its state.
@@ -202,23 +203,23 @@ func (r *run) wait(ctx context.Context) error {
 			}
 		}
 		if ctx.Err() != nil {
-			return stopWith(exitInfra, "%w", ctx.Err())
+			return stopWith(exitcode.Infra, "%w", ctx.Err())
 		}
 		if time.Now().After(deadline) {
 			break
 		}
 		if err := sleep(ctx, min(r.d.poll, max(time.Until(deadline), 0))); err != nil {
-			return stopWith(exitInfra, "%w", err)
+			return stopWith(exitcode.Infra, "%w", err)
 		}
 	}
 	if r.v.Reachable && lastErr == nil {
-		return stopWith(exitInfra, "the node answers but is not up within %s: systemd is %q%s",
+		return stopWith(exitcode.Infra, "the node answers but is not up within %s: systemd is %q%s",
 			r.cfg.WaitTimeout, last, systemStateMeaning[last])
 	}
 	if lastErr != nil {
-		return stopWith(exitInfra, "unreachable within %s: %v", r.cfg.WaitTimeout, lastErr)
+		return stopWith(exitcode.Infra, "unreachable within %s: %v", r.cfg.WaitTimeout, lastErr)
 	}
-	return stopWith(exitInfra, "unreachable within %s: systemd answers %q", r.cfg.WaitTimeout, last)
+	return stopWith(exitcode.Infra, "unreachable within %s: systemd answers %q", r.cfg.WaitTimeout, last)
 }
 
 // systemStateMeaning explains the states of systemctl is-system-running in which
@@ -234,23 +235,23 @@ var systemStateMeaning = map[string]string{
 func (r *run) push(ctx context.Context) error {
 	links, err := linkPermanentMACs(r.toplevel)
 	if err != nil {
-		return stopWith(exitInfra, "reading .link files: %w", err)
+		return stopWith(exitcode.Infra, "reading .link files: %w", err)
 	}
 	if len(links) > 0 {
 		out, err := r.execCheck(ctx, "ip", "-o", "link", "show")
 		if err != nil {
-			return stopWith(exitInfra, "reading the node's MAC addresses: %w", err)
+			return stopWith(exitcode.Infra, "reading the node's MAC addresses: %w", err)
 		}
 		if refused := macGate(links, parsePermanentMACs(out)); refused != nil {
-			return stopWith(exitRefused, "PermanentMACAddress gate: %s match no permanent MAC address of the node; refused before the copy",
+			return stopWith(exitcode.Refused, "PermanentMACAddress gate: %s match no permanent MAC address of the node; refused before the copy",
 				strings.Join(refused, ", "))
 		}
 	}
 	if err := r.d.Transport.CopyClosure(ctx, []string{r.toplevel}); err != nil {
 		if errors.Is(err, ErrRefused) {
-			return stopWith(exitRefused, "%w", err)
+			return stopWith(exitcode.Refused, "%w", err)
 		}
-		return stopWith(exitInfra, "copy failed: %w", err)
+		return stopWith(exitcode.Infra, "copy failed: %w", err)
 	}
 	if c, ok := r.d.Transport.(CopyCounter); ok {
 		paths, missing, sent, bytes := c.CopyCounts()
@@ -267,7 +268,7 @@ func (r *run) snapshot(ctx context.Context) error {
 	s, err := r.read(ctx)
 	if err != nil {
 		r.v.Reachable = !errors.Is(err, ErrUnreachable)
-		return stopWith(exitInfra, "reading the node: %w", err)
+		return stopWith(exitcode.Infra, "reading the node: %w", err)
 	}
 	r.previous, r.bootEntry = s.CurrentSystem, s.BootEntry
 	r.v.Previous = s.CurrentSystem
@@ -278,7 +279,7 @@ func (r *run) snapshot(ctx context.Context) error {
 	}
 	if r.verdictOnly() {
 		if s.CurrentSystem == "" {
-			return stopWith(exitInfra, "no running generation: /run/current-system is missing")
+			return stopWith(exitcode.Infra, "no running generation: /run/current-system is missing")
 		}
 		r.toplevel = s.CurrentSystem
 		r.v.Toplevel = s.CurrentSystem

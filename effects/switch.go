@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/switchyard-nix/switchyard/exitcode"
 	"github.com/switchyard-nix/switchyard/verdict"
 )
 
@@ -35,7 +36,7 @@ func switchStatusArgv(unit string) []string {
 }
 
 // switchOutcome maps switch-to-configuration's exit status (SPEC 4.1 #7).
-func switchOutcome(code int) string {
+func switchOutcome(code int) verdict.SwitchResult {
 	switch code {
 	case 0:
 		return verdict.SwitchOK
@@ -65,7 +66,7 @@ func (r *run) doSwitch(ctx context.Context) error {
 	r.v.Switch.Result, r.v.Switch.ExitCode = verdict.SwitchError, -1
 	_, err := r.execCheck(ctx, switchArgv(r.switchUnit, r.toplevel, r.cfg.SwitchTimeout, r.d.Transport.SwitchRuntimeMaxArgs())...)
 	if err != nil && !errors.Is(err, ErrUnreachable) {
-		return stopWith(exitInfra, "starting the switch: %w", err)
+		return stopWith(exitcode.Infra, "starting the switch: %w", err)
 	}
 	if err != nil {
 		// The unit may have started before the connection dropped: the result
@@ -84,14 +85,14 @@ func (r *run) switchResult(ctx context.Context) error {
 	for {
 		out, err := r.untilReachable(ctx, "reading the switch result", switchStatusArgv(r.switchUnit))
 		if err != nil {
-			return stopWith(exitInfra, "%w", err)
+			return stopWith(exitcode.Infra, "%w", err)
 		}
 		props := parseProps(out)
 		switch {
 		case props["LoadState"] == "not-found" && r.switchStarted:
-			return stopWith(exitInfra, "the switch unit %s is gone before its result was read", r.switchUnit)
+			return stopWith(exitcode.Infra, "the switch unit %s is gone before its result was read", r.switchUnit)
 		case props["LoadState"] == "not-found":
-			return stopWith(exitInfra, "the switch unit %s never started", r.switchUnit)
+			return stopWith(exitcode.Infra, "the switch unit %s never started", r.switchUnit)
 		case props["ActiveState"] == "active" || props["ActiveState"] == "failed" ||
 			(props["ActiveState"] == "inactive" && props["ExecMainCode"] != "0"):
 			return r.recordSwitch(ctx, props)
@@ -107,7 +108,7 @@ func (r *run) switchResult(ctx context.Context) error {
 			return nil
 		}
 		if err := sleep(ctx, poll); err != nil {
-			return stopWith(exitInfra, "%w", err)
+			return stopWith(exitcode.Infra, "%w", err)
 		}
 		poll = min(poll*2, 2*time.Second)
 	}
@@ -177,7 +178,7 @@ func (r *run) unloadSwitch(ctx context.Context) {
 func (r *run) confirm(ctx context.Context) error {
 	out, err := r.untilReachable(ctx, "reading /run/current-system", []string{"readlink", "-f", "/run/current-system"})
 	if err != nil {
-		return stopWith(exitInfra, "%w", err)
+		return stopWith(exitcode.Infra, "%w", err)
 	}
 	cur := strings.TrimSpace(out)
 	if cur == r.toplevel {
@@ -199,28 +200,28 @@ func (r *run) confirm(ctx context.Context) error {
 		return nil
 	case verdict.SwitchError:
 		r.revertBoot(ctx)
-		return failWith(exitVerdict, "the switch failed and the node still runs %q; boot entry reverted to it", cur)
+		return failWith(exitcode.Verdict, "the switch failed and the node still runs %q; boot entry reverted to it", cur)
 	}
 	r.v.Switch.Result = verdict.SwitchNeverConfirmed
 	r.revertBoot(ctx)
-	return failWith(exitVerdict, "the switch never activated: /run/current-system is %q, not the new toplevel; boot entry reverted to the running generation", cur)
+	return failWith(exitcode.Verdict, "the switch never activated: /run/current-system is %q, not the new toplevel; boot entry reverted to the running generation", cur)
 }
 
 // revertBoot points the boot entry back at the running generation; a failure
 // raises the node to exit 3.
 func (r *run) revertBoot(ctx context.Context) {
 	if err := r.d.Transport.RevertBootloader(ctx); err != nil {
-		r.raise(exitInfra, "confirm: reverting the boot entry: "+err.Error())
+		r.raise(exitcode.Infra, "confirm: reverting the boot entry: "+err.Error())
 		r.log("error", "%s: confirm: reverting the boot entry: %v", r.d.Node, err)
 	}
 }
 
-// bootEntryScript prints what the node's default boot entry starts, read from the
+// BootEntryScript prints what the node's default boot entry starts, read from the
 // boot loader NixOS installed (a fixed script, no input): systemd-boot's loader.conf
 // "default" entry and its "options init=" (systemd-boot-builder.py), extlinux's
 // DEFAULT label and its "APPEND init=" (extlinux-conf-builder.sh), or a container's
 // /sbin/init (lxc-container.nix). It prints nothing when the node has none of them.
-const bootEntryScript = `set -e
+const BootEntryScript = `set -e
 if [ -f /boot/loader/loader.conf ]; then
 	entry=$(awk '$1 == "default" { d = $2 } END { print d }' /boot/loader/loader.conf)
 	case $entry in
@@ -252,7 +253,7 @@ func bootToplevel(init string) string {
 
 // readBootEntry reads the toplevel the node's default boot entry boots.
 func (r *run) readBootEntry(ctx context.Context) (string, error) {
-	out, err := r.execCheck(ctx, "sh", "-c", bootEntryScript)
+	out, err := r.execCheck(ctx, "sh", "-c", BootEntryScript)
 	if err != nil {
 		return "", fmt.Errorf("reading the boot entry: %w", err)
 	}

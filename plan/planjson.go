@@ -1,7 +1,8 @@
 package plan
 
 import (
-	"sort"
+	"maps"
+	"slices"
 
 	"github.com/switchyard-nix/switchyard/plan/data"
 	"github.com/switchyard-nix/switchyard/plan/definition"
@@ -68,7 +69,7 @@ func readPlan(b []byte) (*NodePlan, error) {
 		return nil, field.Errorf("", "wrong type: %s, want an object", data.KindOf(v).Article())
 	}
 	required := []string{"node", "group", "method", "domain", "email", "applications", "modules", "coordinates"}
-	for _, k := range sortedKeys(top) {
+	for _, k := range slices.Sorted(maps.Keys(top)) {
 		if !contains(required, k) && k != "ssh" && k != "incus" {
 			return nil, field.Errorf(field.Path("").Key(k), "unknown field")
 		}
@@ -152,13 +153,4 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -2,6 +2,8 @@ package plan
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 
 	"github.com/switchyard-nix/switchyard/plan/definition"
@@ -75,14 +77,14 @@ func branchProperties(def *definition.Definition, m method.Method) map[string]an
 
 func applicationsSchema(def *definition.Definition) map[string]any {
 	apps := map[string]any{}
-	for _, name := range sortedKeys(def.Applications) {
+	for _, name := range slices.Sorted(maps.Keys(def.Applications)) {
 		a := def.Applications[name]
 		state := "off"
 		if a.Enable {
 			state = "on"
 		}
 		settingsProps := map[string]any{}
-		for _, key := range sortedKeys(a.Settings) {
+		for _, key := range slices.Sorted(maps.Keys(a.Settings)) {
 			v := a.Settings[key]
 			settingsProps[key] = settings.Infer(v).Schema(fmt.Sprintf("Application %s: setting %s.", name, key), v)
 		}
@@ -126,13 +128,13 @@ func coordinatesSchema(m method.Method) map[string]any {
 // roster is the enabled nodes of every group that runs an application.
 func roster(def *definition.Definition) map[string]any {
 	out := map[string]any{}
-	for _, g := range sortedKeys(def.Groups) {
+	for _, g := range slices.Sorted(maps.Keys(def.Groups)) {
 		group := def.Groups[g]
 		if len(group.Applications) == 0 {
 			continue
 		}
 		nodes := []any{}
-		for _, n := range sortedKeys(group.Nodes) {
+		for _, n := range slices.Sorted(maps.Keys(group.Nodes)) {
 			if group.Nodes[n].Enable {
 				nodes = append(nodes, n)
 			}

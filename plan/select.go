@@ -2,6 +2,8 @@ package plan
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -18,7 +20,7 @@ type Selected struct{ Group, Node string }
 // tenantsOnly (method.Method.TenantsOnly) only groups that run an application are
 // picked: another group named by --group, or holding a node named by --node, is refused.
 func Select(def *definition.Definition, group string, nodes []string, tenantsOnly bool) ([]Selected, error) {
-	groups := sortedKeys(def.Groups)
+	groups := slices.Sorted(maps.Keys(def.Groups))
 	if group != "" {
 		g, ok := def.Groups[group]
 		if !ok {

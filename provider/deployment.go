@@ -18,6 +18,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 
 	"github.com/switchyard-nix/switchyard/effects"
+	"github.com/switchyard-nix/switchyard/exitcode"
+	"github.com/switchyard-nix/switchyard/transports"
 	"github.com/switchyard-nix/switchyard/transports/incus"
 	"github.com/switchyard-nix/switchyard/transports/ssh"
 	"github.com/switchyard-nix/switchyard/verdict"
@@ -194,12 +196,12 @@ func (d *deployment) deploy(ctx context.Context, m *deploymentModel, fail func(s
 		m.Toplevel = types.StringValue(v.Toplevel)
 		m.Previous = types.StringValue(v.Previous)
 		m.Verdict = types.StringValue(string(b))
-		m.OK = types.BoolValue(code == 0)
+		m.OK = types.BoolValue(code == exitcode.OK)
 		m.ExitCode = types.Int64Value(int64(code))
 	}
 	cfg, err := effects.ConfigFromEnv(os.Getenv)
 	if err != nil {
-		record(verdict.Verdict{Node: node, ExitCode: 2, Reasons: []string{err.Error()}}, 2)
+		record(verdict.Verdict{Node: node, ExitCode: exitcode.Refused, Reasons: []string{err.Error()}}, exitcode.Refused)
 		fail(node+": deploy refused", fmt.Sprintf("%s: %v", node, err))
 		return
 	}
@@ -209,13 +211,13 @@ func (d *deployment) deploy(ctx context.Context, m *deploymentModel, fail func(s
 		// runs it without OpenTofu (the verdict verb, or apply with the variable).
 		err := errors.New("DEPLOY_VERDICT_ONLY=1: the provider deploys, it does not run the verdict-only pass: " +
 			"run `switchyard <method> verdict` (or apply) instead")
-		record(verdict.Verdict{Node: node, ExitCode: 2, Reasons: []string{err.Error()}}, 2)
+		record(verdict.Verdict{Node: node, ExitCode: exitcode.Refused, Reasons: []string{err.Error()}}, exitcode.Refused)
 		fail(node+": deploy refused", fmt.Sprintf("%s: %v", node, err))
 		return
 	}
 	t, err := m.transport()
 	if err != nil {
-		record(verdict.Verdict{Node: node, ExitCode: 2, Reasons: []string{"wait: " + err.Error()}}, 2)
+		record(verdict.Verdict{Node: node, ExitCode: exitcode.Refused, Reasons: []string{"wait: " + err.Error()}}, exitcode.Refused)
 		fail(node+": deploy refused", fmt.Sprintf("%s: wait: %v", node, err))
 		return
 	}
@@ -230,7 +232,7 @@ func (d *deployment) deploy(ctx context.Context, m *deploymentModel, fail func(s
 		tflog.Info(ctx, fmt.Sprintf("%s: the units' verdict (exit %d) waits for the pass after registration", node, res.ExitCode))
 		return
 	}
-	if res.ExitCode != 0 {
+	if res.ExitCode != exitcode.OK {
 		fail(verdictFailure(node, res))
 	}
 }
@@ -250,7 +252,7 @@ func verdictFailure(node string, res effects.Result) (summary, detail string) {
 // running). A switch that failed, was never confirmed or needs a reboot, and every
 // exit 2 or 3, are the deploy's own failures.
 func deferrable(res effects.Result) bool {
-	if res.ExitCode != 1 {
+	if res.ExitCode != exitcode.Verdict {
 		return false
 	}
 	switch res.Verdict.Switch.Result {
@@ -267,21 +269,21 @@ func (m *deploymentModel) transport() (effects.Transport, error) {
 		return nil, errors.New(msg)
 	}
 	if inst := m.IncusInstance.ValueString(); inst != "" {
-		return incusTransport(inst, m.IncusProject.ValueString())
+		return transports.Open(incusSpec(inst, m.IncusProject.ValueString()))
 	}
-	sc := ssh.Config{User: m.User.ValueString(), Host: m.Host.ValueString(), Port: int(m.Port.ValueInt64()),
-		HostKey: m.HostKey.ValueString(), KnownHostsFile: m.KnownHostsFile.ValueString()}
+	spec := transports.Spec{Kind: transports.SSH, SSH: ssh.Config{User: m.User.ValueString(), Host: m.Host.ValueString(),
+		Port: int(m.Port.ValueInt64()), HostKey: m.HostKey.ValueString(), KnownHostsFile: m.KnownHostsFile.ValueString()}}
 	if key := os.Getenv(EnvSSHKeyFile); key != "" {
-		sc.KeyFiles = []string{key}
+		spec.SSH.KeyFiles = []string{key}
 	}
-	return ssh.New(sc)
+	return transports.Open(spec)
 }
 
-// incusTransport reaches an instance through the daemon of $SWITCHYARD_INCUS_REMOTE
+// incusSpec reaches an instance through the daemon of $SWITCHYARD_INCUS_REMOTE
 // (the local one by default).
-func incusTransport(instance, project string) (effects.Transport, error) {
-	return incus.New(incus.Config{Instance: instance, Project: project, Remote: os.Getenv(EnvIncusRemote),
-		KeyFile: os.Getenv(EnvIncusClientKeyFile)})
+func incusSpec(instance, project string) transports.Spec {
+	return transports.Spec{Kind: transports.Incus, Incus: incus.Config{Instance: instance, Project: project,
+		Remote: os.Getenv(EnvIncusRemote), KeyFile: os.Getenv(EnvIncusClientKeyFile)}}
 }
 
 // logReporter sends the body's progress to the provider log (TF_LOG_PROVIDER).

@@ -12,7 +12,7 @@ import (
 func TestDeferrable(t *testing.T) {
 	for _, c := range []struct {
 		code   int
-		result string
+		result verdict.SwitchResult
 		want   bool
 	}{
 		{1, verdict.SwitchOK, true},

@@ -15,6 +15,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/switchyard-nix/switchyard/effects"
+	"github.com/switchyard-nix/switchyard/exitcode"
+	"github.com/switchyard-nix/switchyard/transports"
 	"github.com/switchyard-nix/switchyard/verdict"
 )
 
@@ -129,11 +131,11 @@ func (m *verdictModel) judge(ctx context.Context, fail func(summary, detail stri
 		b, _ := v.MarshalJSON()
 		m.Toplevel = types.StringValue(v.Toplevel)
 		m.Verdict = types.StringValue(string(b))
-		m.OK = types.BoolValue(code == 0)
+		m.OK = types.BoolValue(code == exitcode.OK)
 		m.ExitCode = types.Int64Value(int64(code))
 	}
 	refuse := func(err error) {
-		record(verdict.Verdict{Node: node, Pass: verdict.PassVerdictOnly, Reasons: []string{err.Error()}}, 2)
+		record(verdict.Verdict{Node: node, Pass: verdict.PassVerdictOnly, Reasons: []string{err.Error()}}, exitcode.Refused)
 		fail(node+": verdict refused", fmt.Sprintf("%s: %v", node, err))
 	}
 	cfg, err := effects.ConfigFromEnv(os.Getenv)
@@ -142,7 +144,7 @@ func (m *verdictModel) judge(ctx context.Context, fail func(summary, detail stri
 		return
 	}
 	cfg.VerdictOnly = true
-	t, err := incusTransport(m.IncusInstance.ValueString(), m.IncusProject.ValueString())
+	t, err := transports.Open(incusSpec(m.IncusInstance.ValueString(), m.IncusProject.ValueString()))
 	if err != nil {
 		refuse(fmt.Errorf("wait: %w", err))
 		return
@@ -150,7 +152,7 @@ func (m *verdictModel) judge(ctx context.Context, fail func(summary, detail stri
 	defer t.Close()
 	res := (&effects.Deploy{Node: node, Transport: t, Config: cfg, Reporter: logReporter{ctx}}).Run(ctx)
 	record(res.Verdict, res.ExitCode)
-	if res.ExitCode != 0 {
+	if res.ExitCode != exitcode.OK {
 		fail(verdictFailure(node, res))
 	}
 }

@@ -1,2 +1,2 @@
-// Package transports holds the ways switchyard reaches a node (ssh, incus, shell), one subpackage each.
+// Package transports builds the transport that reaches a node (Open); each way (ssh, incus, shell) is a subpackage.
 package transports

@@ -3,24 +3,22 @@ package verdict
 import (
 	"fmt"
 	"strings"
+
+	"github.com/switchyard-nix/switchyard/exitcode"
 )
 
-// Exit codes of SPEC 2.1 that a verdict can give.
-const (
-	ExitOK    = 0
-	ExitFail  = 1 // a verdict failed
-	ExitInfra = 3 // unreachable, or systemd could not be read
-)
+// SwitchResult is what the switch did, one of SPEC 4.5's words.
+type SwitchResult string
 
 // Switch results of SPEC 4.5.
 const (
-	SwitchOK             = "ok"
-	SwitchUnitsFailed    = "units-failed"
-	SwitchRebootNeeded   = "reboot-needed"
-	SwitchError          = "error"
-	SwitchNeverConfirmed = "never-confirmed"
-	SwitchSkipped        = "skipped"
-	SwitchUnchanged      = "unchanged"
+	SwitchOK             SwitchResult = "ok"
+	SwitchUnitsFailed                 = "units-failed"
+	SwitchRebootNeeded                = "reboot-needed"
+	SwitchError                       = "error"
+	SwitchNeverConfirmed              = "never-confirmed"
+	SwitchSkipped                     = "skipped"
+	SwitchUnchanged                   = "unchanged"
 )
 
 // finding is one reason a node fails: its exit code, the reasons it adds to the
@@ -34,26 +32,26 @@ type finding struct {
 // findings are the reasons the node fails, in the order the report names them.
 func findings(v Verdict) []finding {
 	if !v.Reachable {
-		return []finding{{ExitInfra, []string{"unreachable"}, "unreachable"}}
+		return []finding{{exitcode.Infra, []string{"unreachable"}, "unreachable"}}
 	}
 	var fs []finding
 	switch v.Switch.Result {
 	case SwitchError:
 		r := fmt.Sprintf("switch error (exit %d)", v.Switch.ExitCode)
-		fs = append(fs, finding{ExitFail, []string{r}, r})
+		fs = append(fs, finding{exitcode.Verdict, []string{r}, r})
 	case SwitchNeverConfirmed:
 		r := "switch never confirmed"
-		fs = append(fs, finding{ExitFail, []string{r}, r})
+		fs = append(fs, finding{exitcode.Verdict, []string{r}, r})
 	}
 	if n := len(v.Units.Failed); n > 0 && v.StrictUnits {
-		f := finding{code: ExitFail, summary: plural(n, "failed unit")}
+		f := finding{code: exitcode.Verdict, summary: plural(n, "failed unit")}
 		for _, u := range v.Units.Failed {
 			f.reasons = append(f.reasons, "failed unit: "+u)
 		}
 		fs = append(fs, f)
 	}
 	if v.Pass == PassVerdictOnly {
-		f := finding{code: ExitFail}
+		f := finding{code: exitcode.Verdict}
 		var names []string
 		for _, l := range v.Units.RestartLoops {
 			if l.OverBudget {
@@ -69,7 +67,7 @@ func findings(v Verdict) []finding {
 	}
 	if v.Units.unread() {
 		r := "systemd state not read"
-		fs = append(fs, finding{ExitInfra, []string{r}, r})
+		fs = append(fs, finding{exitcode.Infra, []string{r}, r})
 	}
 	return fs
 }
@@ -91,7 +89,7 @@ func Decide(v Verdict) (ok bool, exitCode int, reasons []string) {
 		exitCode = max(exitCode, f.code)
 		reasons = append(reasons, f.reasons...)
 	}
-	return exitCode == ExitOK, exitCode, reasons
+	return exitCode == exitcode.OK, exitCode, reasons
 }
 
 func plural(n int, what string) string {

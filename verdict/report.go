@@ -11,8 +11,8 @@ import (
 // Switch is what the switch did: its result (SwitchOK, SwitchUnitsFailed, ...) and
 // switch-to-configuration's exit status.
 type Switch struct {
-	Result   string `json:"result"` // ok|units-failed|reboot-needed|error|never-confirmed|skipped|unchanged
-	ExitCode int    `json:"exit_code"`
+	Result   SwitchResult `json:"result"` // ok|units-failed|reboot-needed|error|never-confirmed|skipped|unchanged
+	ExitCode int          `json:"exit_code"`
 }
 
 // Verdict is one node's verdict, the `verdict` event of SPEC 4.5. Every key is
@@ -128,7 +128,7 @@ func switchText(s Switch) string {
 	case "":
 		return "not run"
 	case SwitchSkipped, SwitchUnchanged:
-		return s.Result
+		return string(s.Result)
 	case SwitchRebootNeeded:
 		// The new boot entry is installed but not running: the operator must act.
 		return fmt.Sprintf("%s (exit %d): the node must reboot to run the new generation", s.Result, s.ExitCode)

@@ -1,6 +1,9 @@
 package definition
 
 import (
+	"maps"
+	"slices"
+
 	"github.com/switchyard-nix/switchyard/plan/data"
 	"github.com/switchyard-nix/switchyard/plan/field"
 	"github.com/switchyard-nix/switchyard/plan/tree"
@@ -18,14 +21,14 @@ func (d *Definition) checkTree(t *tree.Tree) error {
 		}
 	}
 	check(field.Path("").Key("system"), d.Builder)
-	for _, name := range sortedKeys(d.Applications) {
+	for _, name := range slices.Sorted(maps.Keys(d.Applications)) {
 		a := d.Applications[name]
 		at := field.Path("").Key("applications").Key(name)
 		check(at.Key("module"), a.Module)
 		WalkPaths(a.Settings, at.Key("settings"), check)
 	}
-	for _, g := range sortedKeys(d.Groups) {
-		for _, n := range sortedKeys(d.Groups[g].Nodes) {
+	for _, g := range slices.Sorted(maps.Keys(d.Groups)) {
+		for _, n := range slices.Sorted(maps.Keys(d.Groups[g].Nodes)) {
 			at := field.Path("").Key("groups").Key(g).Key("nodes").Key(n).Key("modules")
 			for i, m := range d.Groups[g].Nodes[n].Modules {
 				check(at.Index(i), m)
@@ -46,7 +49,7 @@ func WalkPaths(v any, at field.Path, fn func(field.Path, data.RepoPath)) {
 			WalkPaths(e, at.Index(i), fn)
 		}
 	case map[string]any:
-		for _, k := range sortedKeys(t) {
+		for _, k := range slices.Sorted(maps.Keys(t)) {
 			WalkPaths(t[k], at.Key(k), fn)
 		}
 	}

@@ -2,6 +2,7 @@ package definition
 
 import (
 	"encoding/json"
+	"maps"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -114,7 +115,7 @@ func decodeApplications(top object) (map[string]Application, error) {
 		return nil, err
 	}
 	out := map[string]Application{}
-	for _, name := range sortedKeys(apps.m) {
+	for _, name := range slices.Sorted(maps.Keys(apps.m)) {
 		at := apps.at.Key(name)
 		if err := checkName(at, "application", name); err != nil {
 			return nil, err
@@ -163,7 +164,7 @@ func decodeGroups(top object, apps map[string]Application) (map[string]Group, er
 	}
 	out := map[string]Group{}
 	nodeAt := map[string]field.Path{} // node names are unique across groups
-	for _, name := range sortedKeys(groups.m) {
+	for _, name := range slices.Sorted(maps.Keys(groups.m)) {
 		at := groups.at.Key(name)
 		if err := checkName(at, "group", name); err != nil {
 			return nil, err
@@ -192,7 +193,7 @@ func decodeGroups(top object, apps map[string]Application) (map[string]Group, er
 			return nil, err
 		}
 		g.Nodes = map[string]Node{}
-		for _, node := range sortedKeys(nodes.m) {
+		for _, node := range slices.Sorted(maps.Keys(nodes.m)) {
 			nat := nodes.at.Key(node)
 			if err := checkName(nat, "node", node); err != nil {
 				return nil, err
@@ -216,7 +217,7 @@ func decodeMethodSettings(top object) (map[string]map[string]any, error) {
 		return nil, err
 	}
 	out := map[string]map[string]any{}
-	for _, name := range sortedKeys(dm.m) {
+	for _, name := range slices.Sorted(maps.Keys(dm.m)) {
 		at := dm.at.Key(name)
 		m, ok := method.Lookup(name)
 		if !ok {
@@ -226,7 +227,7 @@ func decodeMethodSettings(top object) (map[string]map[string]any, error) {
 		if err != nil {
 			return nil, err
 		}
-		for _, key := range sortedKeys(o.m) {
+		for _, key := range slices.Sorted(maps.Keys(o.m)) {
 			if err := m.Check(at.Key(key), key, o.m[key]); err != nil {
 				return nil, err
 			}
@@ -255,7 +256,7 @@ func decodeDNS(top object) (DNS, error) {
 		return DNS{}, err
 	}
 	out := DNS{Records: map[string]Record{}}
-	for _, name := range sortedKeys(recs.m) {
+	for _, name := range slices.Sorted(maps.Keys(recs.m)) {
 		at := recs.at.Key(name)
 		if !recordName.MatchString(name) || name == "*" {
 			return DNS{}, field.Errorf(at, "%q is not a name relative to the domain (\"@\" for the apex)", name)

@@ -1,8 +1,8 @@
 package definition
 
 import (
+	"maps"
 	"slices"
-	"sort"
 
 	"github.com/switchyard-nix/switchyard/plan/data"
 	"github.com/switchyard-nix/switchyard/plan/field"
@@ -24,7 +24,7 @@ func asObject(v any, at field.Path) (object, error) {
 
 // only refuses any key not in known (the first in sorted order).
 func (o object) only(known ...string) error {
-	for _, k := range sortedKeys(o.m) {
+	for _, k := range slices.Sorted(maps.Keys(o.m)) {
 		if !slices.Contains(known, k) {
 			return field.Errorf(o.at.Key(k), "unknown field")
 		}
@@ -100,13 +100,4 @@ func (o object) object(key string) (object, error) {
 
 func (o object) wrong(key string, want data.Kind) error {
 	return field.Errorf(o.at.Key(key), "wrong type: %s, want %s", data.KindOf(o.m[key]).Article(), want.Article())
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

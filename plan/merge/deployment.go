@@ -3,6 +3,8 @@ package merge
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"maps"
+	"slices"
 
 	"github.com/switchyard-nix/switchyard/plan/definition"
 	"github.com/switchyard-nix/switchyard/plan/method"
@@ -55,7 +57,7 @@ func (d *Deployment) Public() map[string]any {
 // Disabled is the names of the applications that are off, sorted.
 func (d *Deployment) Disabled() []string {
 	out := []string{}
-	for _, name := range sortedKeys(d.Applications) {
+	for _, name := range slices.Sorted(maps.Keys(d.Applications)) {
 		if !d.Applications[name].Enable {
 			out = append(out, name)
 		}

@@ -2,7 +2,7 @@ package merge
 
 import (
 	"maps"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/switchyard-nix/switchyard/plan/data"
@@ -50,7 +50,7 @@ func (d *Deployment) submit(b []byte) error {
 	if !ok {
 		return field.Errorf("", "wrong type: %s, want an object with one deployment-method branch", data.KindOf(v).Article())
 	}
-	for _, k := range sortedKeys(top) {
+	for _, k := range slices.Sorted(maps.Keys(top)) {
 		if k != "deployment-method" {
 			return field.Errorf(field.Path("").Key(k), "unknown field (a DEPLOYMENT holds deployment-method only)")
 		}
@@ -64,7 +64,7 @@ func (d *Deployment) submit(b []byte) error {
 	if !ok {
 		return field.Errorf(at, "wrong type: %s, want an object", data.KindOf(dmv).Article())
 	}
-	switch branches := sortedKeys(dm); {
+	switch branches := slices.Sorted(maps.Keys(dm)); {
 	case len(branches) == 0:
 		return field.Errorf(at, "no branch: want exactly one, for method %s", d.Method.Name)
 	case len(branches) > 1:
@@ -77,7 +77,7 @@ func (d *Deployment) submit(b []byte) error {
 	if !ok {
 		return field.Errorf(at, "wrong type: %s, want an object", data.KindOf(dm[d.Method.Name]).Article())
 	}
-	for _, key := range sortedKeys(branch) {
+	for _, key := range slices.Sorted(maps.Keys(branch)) {
 		v, kat := branch[key], at.Key(key)
 		switch key {
 		case "domain", "email":
@@ -109,18 +109,18 @@ func (d *Deployment) submitApplications(v any, at field.Path) error {
 	if !ok {
 		return field.Errorf(at, "wrong type: %s, want an object", data.KindOf(v).Article())
 	}
-	for _, name := range sortedKeys(apps) {
+	for _, name := range slices.Sorted(maps.Keys(apps)) {
 		aat := at.Key(name)
 		baked, ok := d.Definition.Applications[name]
 		if !ok {
-			return field.Errorf(aat, "unknown application (one of %s)", strings.Join(sortedKeys(d.Definition.Applications), ", "))
+			return field.Errorf(aat, "unknown application (one of %s)", strings.Join(slices.Sorted(maps.Keys(d.Definition.Applications)), ", "))
 		}
 		entry, ok := apps[name].(map[string]any)
 		if !ok {
 			return field.Errorf(aat, "wrong type: %s, want an object", data.KindOf(apps[name]).Article())
 		}
 		merged := definition.Application{Module: baked.Module, Settings: maps.Clone(baked.Settings), Units: baked.Units}
-		for _, key := range sortedKeys(entry) {
+		for _, key := range slices.Sorted(maps.Keys(entry)) {
 			switch key {
 			case "enable":
 				b, ok := entry[key].(bool)
@@ -154,13 +154,13 @@ func mergeSettings(baked map[string]any, v any, at field.Path) (map[string]any, 
 	if out == nil {
 		out = map[string]any{}
 	}
-	for _, key := range sortedKeys(submitted) {
+	for _, key := range slices.Sorted(maps.Keys(submitted)) {
 		b, known := baked[key]
 		if !known {
 			if len(baked) == 0 {
 				return nil, field.Errorf(at.Key(key), "unknown setting (the application has no settings)")
 			}
-			return nil, field.Errorf(at.Key(key), "unknown setting (the baked settings are: %s)", strings.Join(sortedKeys(baked), ", "))
+			return nil, field.Errorf(at.Key(key), "unknown setting (the baked settings are: %s)", strings.Join(slices.Sorted(maps.Keys(baked)), ", "))
 		}
 		t := settings.Infer(b)
 		if err := t.Check(at.Key(key), submitted[key]); err != nil {
@@ -169,13 +169,4 @@ func mergeSettings(baked map[string]any, v any, at field.Path) (map[string]any, 
 		out[key] = t.Merge(b, submitted[key])
 	}
 	return out, nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

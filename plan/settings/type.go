@@ -2,8 +2,8 @@ package settings
 
 import (
 	"encoding/json"
+	"maps"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/switchyard-nix/switchyard/plan/data"
@@ -91,7 +91,7 @@ func (t Type) Check(at field.Path, v any) error {
 	case data.Object:
 		if t.Properties != nil {
 			obj := v.(map[string]any)
-			for _, key := range sortedKeys(obj) {
+			for _, key := range slices.Sorted(maps.Keys(obj)) {
 				pt, ok := t.Properties[key]
 				if !ok {
 					return field.Errorf(at.Key(key), "unknown setting")
@@ -198,15 +198,6 @@ func asInt(v any) (int64, bool) {
 		return t, true
 	}
 	return 0, false
-}
-
-func sortedKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 func quoteAll(ss []string) string {

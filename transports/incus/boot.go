@@ -8,7 +8,7 @@ import (
 
 	"github.com/switchyard-nix/switchyard/effects"
 	"github.com/switchyard-nix/switchyard/transports/incus/api"
-	"github.com/switchyard-nix/switchyard/transports/stream"
+	"github.com/switchyard-nix/switchyard/transports/node"
 )
 
 // The bootloader of a NixOS Incus instance (SPEC 5), as nixpkgs makes it.
@@ -46,9 +46,6 @@ import (
 // A virtual machine (nixos/modules/virtualisation/incus-virtual-machine.nix) boots with
 // systemd-boot (`boot.loader.systemd-boot.enable = true`, an ESP at /boot): its boot
 // entry is installed by `switch-to-configuration boot`, as on any NixOS host.
-
-// systemProfile is the NixOS system profile.
-const systemProfile = "/nix/var/nix/profiles/system"
 
 // sbinInit is the container's boot entry.
 const sbinInit = "/sbin/init"
@@ -118,17 +115,17 @@ func finalizeBoot(ctx context.Context, r runner, vm bool, toplevel string) error
 		return fmt.Errorf("finalize: toplevel %q is not a store path", toplevel)
 	}
 	path := []string{toplevel + "/sw/bin"}
-	if err := step(ctx, r, "set the system profile", path, "nix-env", "-p", systemProfile, "--set", toplevel); err != nil {
+	if err := node.Step(ctx, r, "set the system profile", path, "nix-env", "-p", node.SystemProfile, "--set", toplevel); err != nil {
 		return err
 	}
 	if vm {
-		return step(ctx, r, "install the boot entry", path, toplevel+"/bin/switch-to-configuration", "boot")
+		return node.Step(ctx, r, "install the boot entry", path, toplevel+"/bin/switch-to-configuration", "boot")
 	}
 	init, err := initOf(ctx, r, toplevel)
 	if err != nil {
 		return fmt.Errorf("install the boot entry: %w", err)
 	}
-	return step(ctx, r, "install the boot entry: point "+sbinInit+" at "+init, nil, "ln", "-sfn", init, sbinInit)
+	return node.Step(ctx, r, "install the boot entry: point "+sbinInit+" at "+init, nil, "ln", "-sfn", init, sbinInit)
 }
 
 // revertBoot is RevertBootloader for an instance known to be a VM or a container.
@@ -143,14 +140,14 @@ func revertBoot(ctx context.Context, r runner, vm bool) error {
 		return errors.New("revert bootloader: /run/current-system is missing on the node: no running generation to revert to")
 	}
 	if vm {
-		return step(ctx, r, "revert bootloader: switch-to-configuration boot of the running generation",
+		return node.Step(ctx, r, "revert bootloader: switch-to-configuration boot of the running generation",
 			[]string{running + "/sw/bin"}, running+"/bin/switch-to-configuration", "boot")
 	}
 	init, err := initOf(ctx, r, running)
 	if err != nil {
 		return fmt.Errorf("revert bootloader: %w", err)
 	}
-	return step(ctx, r, "revert bootloader: point "+sbinInit+" at the running generation's "+init, nil, "ln", "-sfn", init, sbinInit)
+	return node.Step(ctx, r, "revert bootloader: point "+sbinInit+" at the running generation's "+init, nil, "ln", "-sfn", init, sbinInit)
 }
 
 // initOf is the program of toplevel that /sbin/init must name: <toplevel>/prepare-root
@@ -173,22 +170,4 @@ func initOf(ctx context.Context, r runner, toplevel string) (string, error) {
 		return "", fmt.Errorf("look for %s: test exited %d", p, code)
 	}
 	return "", fmt.Errorf("%s has neither init nor prepare-root: not a NixOS system; %s left as it is", toplevel, sbinInit)
-}
-
-// step runs one command of a bootloader hook; its error names the step, the exit
-// status and the last line of stderr.
-func step(ctx context.Context, r runner, what string, path []string, argv ...string) error {
-	var errOut stream.Tail
-	code, err := r.Run(ctx, effects.Command{Argv: argv, Stderr: &errOut, Path: path})
-	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	if code != 0 {
-		msg := fmt.Sprintf("%s: %s exited %d", what, argv[0], code)
-		if last := errOut.LastLine(); last != "" {
-			msg += ": " + last
-		}
-		return errors.New(msg)
-	}
-	return nil
 }

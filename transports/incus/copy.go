@@ -2,36 +2,13 @@ package incus
 
 import (
 	"context"
-	"io"
 
-	"github.com/switchyard-nix/switchyard/effects"
-	"github.com/switchyard-nix/switchyard/transports/nixserve"
+	"github.com/switchyard-nix/switchyard/transports/node"
 )
 
-// CopyClosure makes paths and their closures valid on the instance: `nix-store
-// --serve --write` runs there as one exec, is asked once which paths of the
-// closure it holds, and gets the missing ones streamed in dependency order
-// (nixserve.Copy, with this machine's Nix as the local store). The instance
-// adds each path as it arrives, so after a cut the next copy sends only what is
-// still missing. LastCopy tells what the copy did.
+// CopyClosure makes paths and their closures valid on the instance
+// (node.CopyClosure), `nix-store --serve --write` running there as one exec.
+// LastCopy tells what the copy did.
 func (t *Transport) CopyClosure(ctx context.Context, paths []string) error {
-	st, err := nixserve.CopyThrough(ctx, t.run, paths, nil)
-	t.lastCopy.Set(st)
-	return err
-}
-
-// run is Run as nixserve.CopyThrough calls it.
-func (t *Transport) run(ctx context.Context, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
-	return t.Run(ctx, effects.Command{Argv: argv, Stdin: stdin, Stdout: stdout, Stderr: stderr})
-}
-
-// LastCopy tells what the transport's last CopyClosure did: the paths of the
-// closure, how many the instance lacked, how many were sent and the bytes
-// written. After a failed copy it holds what was done before the failure.
-func (t *Transport) LastCopy() nixserve.Stats { return t.lastCopy.Get() }
-
-// CopyCounts is LastCopy for the deploy body (effects.CopyCounter).
-func (t *Transport) CopyCounts() (paths, missing, sent int, bytes int64) {
-	st := t.LastCopy()
-	return st.Paths, st.Missing, st.Sent, st.Bytes
+	return node.CopyClosure(ctx, t, &t.Copies, paths, nil)
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/switchyard-nix/switchyard/effects"
 	"github.com/switchyard-nix/switchyard/transports/incus/api"
 	"github.com/switchyard-nix/switchyard/transports/incus/clientconf"
-	"github.com/switchyard-nix/switchyard/transports/nixserve"
+	"github.com/switchyard-nix/switchyard/transports/node"
 )
 
 // Defaults of Config.
@@ -49,10 +49,12 @@ type Transport struct {
 	// remote is the name of the remote in Target, "" for the local socket.
 	remote string
 
-	mu       sync.Mutex
-	closed   bool
-	lastCopy nixserve.Last // what the last CopyClosure did
-	kind     string        // the instance's type as the API told it; "" until asked
+	mu     sync.Mutex
+	closed bool
+	kind   string // the instance's type as the API told it; "" until asked
+
+	node.Copies              // what the last CopyClosure did: LastCopy, CopyCounts
+	node.NoSwitchRuntimeArgs // the body bounds the switch's unit
 }
 
 var (
@@ -151,10 +153,6 @@ func (t *Transport) Target() string {
 	return "incus " + t.cfg.Project + "/" + t.cfg.Instance
 }
 
-// SwitchRuntimeMaxArgs adds nothing: the body bounds the switch's unit by
-// DEPLOY_SWITCH_TIMEOUT (TimeoutStartSec=), the same over every transport.
-func (t *Transport) SwitchRuntimeMaxArgs() []string { return nil }
-
 // Close releases the idle connections to the daemon. Later Runs fail.
 func (t *Transport) Close() error {
 	t.mu.Lock()
@@ -162,35 +160,4 @@ func (t *Transport) Close() error {
 	t.mu.Unlock()
 	t.c.Close()
 	return nil
-}
-
-// wrapped is an error with its own message that still matches a sentinel
-// (effects.ErrUnreachable) and its cause with errors.Is/As.
-type wrapped struct {
-	msg   string
-	kind  error
-	cause error
-}
-
-func (e *wrapped) Error() string { return e.msg }
-func (e *wrapped) Unwrap() []error {
-	if e.cause == nil {
-		return []error{e.kind}
-	}
-	return []error{e.kind, e.cause}
-}
-
-// refused is an error where the node must not be touched (effects.ErrRefused):
-// the remote's server certificate is not the pinned one. The message is the
-// format's alone; cause is kept for errors.Is/As.
-func refused(cause error, format string, args ...any) error {
-	return &wrapped{msg: fmt.Sprintf(format, args...) + ": refusing to touch the node", kind: effects.ErrRefused, cause: cause}
-}
-
-func unreachable(cause error, format string, args ...any) error {
-	msg := fmt.Sprintf(format, args...)
-	if cause != nil {
-		msg += ": " + cause.Error()
-	}
-	return &wrapped{msg: msg, kind: effects.ErrUnreachable, cause: cause}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/switchyard-nix/switchyard/effects"
 	"github.com/switchyard-nix/switchyard/transports/incus/api"
+	"github.com/switchyard-nix/switchyard/transports/node"
 	"github.com/switchyard-nix/switchyard/transports/stream"
 )
 
@@ -91,23 +92,23 @@ func (t *Transport) classify(ctx context.Context, err error, argv0 string) error
 	case api.IsServerCert(err):
 		var sc *api.ServerCertError
 		if errors.As(err, &sc) && sc.Got != "" {
-			return refused(err, "%s: the Incus remote at %s presents a server certificate (SHA-256 fingerprint %s) that is not the pinned one (%s)",
+			return node.Refused(err, "%s: the Incus remote at %s presents a server certificate (SHA-256 fingerprint %s) that is not the pinned one (%s)",
 				target, t.c.Where(), sc.Got, sc.Want)
 		}
-		return refused(err, "%s: the Incus remote at %s sends no server certificate", target, t.c.Where())
+		return node.Refused(err, "%s: the Incus remote at %s sends no server certificate", target, t.c.Where())
 	case errors.As(err, &badCert):
 		// No pin, and the system's roots do not vouch for the server: like an
 		// unknown SSH host key.
-		return refused(err, "%s: the server certificate of the Incus remote at %s does not verify (%v); pin it as servercerts/%s.crt of the Incus client configuration",
+		return node.Refused(err, "%s: the server certificate of the Incus remote at %s does not verify (%v); pin it as servercerts/%s.crt of the Incus client configuration",
 			target, t.c.Where(), badCert.Err, t.remote)
 	case api.IsDial(err):
-		return unreachable(err, "%s: the Incus daemon at %s does not answer", target, t.c.Where())
+		return node.Unreachable(err, "%s: the Incus daemon at %s does not answer", target, t.c.Where())
 	case t.remote != "" && api.Code(err) == http.StatusForbidden:
-		return unreachable(err, "%s: the Incus remote at %s does not trust this client's certificate", target, t.c.Where())
+		return node.Unreachable(err, "%s: the Incus remote at %s does not trust this client's certificate", target, t.c.Where())
 	case api.IsNotFound(err):
-		return unreachable(err, "%s: no such instance", target)
+		return node.Unreachable(err, "%s: no such instance", target)
 	case instanceDown(err):
-		return unreachable(err, "%s: the instance is not running", target)
+		return node.Unreachable(err, "%s: the instance is not running", target)
 	}
 	return fmt.Errorf("%s: %s: %w", target, argv0, err)
 }

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/crypto/ssh/knownhosts"
 
 	"github.com/switchyard-nix/switchyard/effects"
+	"github.com/switchyard-nix/switchyard/transports/node"
 	"github.com/switchyard-nix/switchyard/transports/stream"
 )
 
@@ -83,7 +84,7 @@ func (t *Transport) checkSudo(ctx context.Context, c *gossh.Client) error {
 	defer cancel()
 	sess, err := t.newSession(ctx, c)
 	if err != nil {
-		return unreachable(err, "ssh %s: open session", t.addr)
+		return node.Unreachable(err, "ssh %s: open session", t.addr)
 	}
 	defer sess.Close()
 	var stderr bytes.Buffer
@@ -93,7 +94,7 @@ func (t *Transport) checkSudo(ctx context.Context, c *gossh.Client) error {
 	select {
 	case err = <-done:
 	case <-ctx.Done():
-		return unreachable(ctx.Err(), "ssh %s: checking sudo", t.addr)
+		return node.Unreachable(ctx.Err(), "ssh %s: checking sudo", t.addr)
 	}
 	var exitErr *gossh.ExitError
 	switch {
@@ -110,13 +111,11 @@ func (t *Transport) checkSudo(ctx context.Context, c *gossh.Client) error {
 		if why == "" {
 			why = fmt.Sprintf("exit status %d", exitErr.ExitStatus())
 		}
-		return &wrapped{
-			msg: fmt.Sprintf("ssh %s: user %s cannot run commands as root: switchyard needs passwordless sudo (sudo -n true: %s)",
-				t.addr, t.cfg.User, why),
-			kind: effects.ErrNoSudo,
-		}
+		return node.Wrap(effects.ErrNoSudo, nil,
+			fmt.Sprintf("ssh %s: user %s cannot run commands as root: switchyard needs passwordless sudo (sudo -n true: %s)",
+				t.addr, t.cfg.User, why))
 	default:
-		return unreachable(err, "ssh %s: checking sudo", t.addr)
+		return node.Unreachable(err, "ssh %s: checking sudo", t.addr)
 	}
 }
 
@@ -266,13 +265,13 @@ func (t *Transport) connect(ctx context.Context, jumps []*gossh.Client, addr, wh
 func (t *Transport) unreachableVia(err error, what, via string) error {
 	switch {
 	case what == t.addr && via == "":
-		return unreachable(err, "ssh %s unreachable", t.addr)
+		return node.Unreachable(err, "ssh %s unreachable", t.addr)
 	case what == t.addr:
-		return unreachable(err, "ssh %s unreachable through %s", t.addr, via)
+		return node.Unreachable(err, "ssh %s unreachable through %s", t.addr, via)
 	case via == "":
-		return unreachable(err, "ssh %s unreachable: %s", t.addr, what)
+		return node.Unreachable(err, "ssh %s unreachable: %s", t.addr, what)
 	default:
-		return unreachable(err, "ssh %s unreachable: %s through %s", t.addr, what, via)
+		return node.Unreachable(err, "ssh %s unreachable: %s through %s", t.addr, what, via)
 	}
 }
 
@@ -315,15 +314,15 @@ func (t *Transport) handshake(ctx context.Context, nc net.Conn, what, addr, user
 		var neg *gossh.AlgorithmNegotiationError
 		if errors.As(err, &neg) && neg.What == "host key" {
 			// The host offers none of the key types recorded for it: a changed key.
-			return nil, refused("host key of %s: the host offers none of the recorded key types %v", what, algos)
+			return nil, node.Refused(nil, "host key of %s: the host offers none of the recorded key types %v", what, algos)
 		}
 		if ctx.Err() != nil {
-			return nil, unreachable(ctx.Err(), "ssh %s: connecting to %s", t.addr, what)
+			return nil, node.Unreachable(ctx.Err(), "ssh %s: connecting to %s", t.addr, what)
 		}
 		if what == t.addr {
-			return nil, unreachable(err, "ssh %s", t.addr)
+			return nil, node.Unreachable(err, "ssh %s", t.addr)
 		}
-		return nil, unreachable(err, "ssh %s: %s", t.addr, what)
+		return nil, node.Unreachable(err, "ssh %s: %s", t.addr, what)
 	}
 	_ = nc.SetDeadline(time.Time{})
 	return gossh.NewClient(sc, chans, reqs), nil
@@ -369,7 +368,7 @@ func hostKeyCheck(what, addr string, pinned gossh.PublicKey, knownHostsFile stri
 	if pinned != nil {
 		check := func(_ string, _ net.Addr, key gossh.PublicKey) error {
 			if string(key.Marshal()) != string(pinned.Marshal()) {
-				return refused("host key of %s (%s) is not the pinned one (%s)", what,
+				return node.Refused(nil, "host key of %s (%s) is not the pinned one (%s)", what,
 					gossh.FingerprintSHA256(key), gossh.FingerprintSHA256(pinned))
 			}
 			return nil
@@ -379,13 +378,13 @@ func hostKeyCheck(what, addr string, pinned gossh.PublicKey, knownHostsFile stri
 	db, err := knownhosts.New(knownHostsFile)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return nil, nil, refused("host key of %s unknown: the known_hosts file does not exist", what)
+			return nil, nil, node.Refused(nil, "host key of %s unknown: the known_hosts file does not exist", what)
 		}
-		return nil, nil, refused("host key of %s cannot be checked: known_hosts: %v", what, err)
+		return nil, nil, node.Refused(nil, "host key of %s cannot be checked: known_hosts: %v", what, err)
 	}
 	types := knownKeyTypes(db, addr, remote)
 	if len(types) == 0 {
-		return nil, nil, refused("host %s is not in known_hosts", what)
+		return nil, nil, node.Refused(nil, "host %s is not in known_hosts", what)
 	}
 	check := func(hostname string, remote net.Addr, key gossh.PublicKey) error {
 		err := db(hostname, remote, key)
@@ -394,13 +393,13 @@ func hostKeyCheck(what, addr string, pinned gossh.PublicKey, knownHostsFile stri
 		}
 		var revoked *knownhosts.RevokedError
 		if errors.As(err, &revoked) {
-			return refused("host key of %s (%s) is revoked in known_hosts", what, gossh.FingerprintSHA256(key))
+			return node.Refused(nil, "host key of %s (%s) is revoked in known_hosts", what, gossh.FingerprintSHA256(key))
 		}
 		var keyErr *knownhosts.KeyError
 		if errors.As(err, &keyErr) && len(keyErr.Want) == 0 {
-			return refused("host %s is not in known_hosts", what)
+			return node.Refused(nil, "host %s is not in known_hosts", what)
 		}
-		return refused("host key of %s (%s) does not match known_hosts", what, gossh.FingerprintSHA256(key))
+		return node.Refused(nil, "host key of %s (%s) does not match known_hosts", what, gossh.FingerprintSHA256(key))
 	}
 	return check, algorithmsFor(types), nil
 }

@@ -3,8 +3,6 @@ package ssh
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -16,40 +14,10 @@ import (
 	"testing"
 	"time"
 
-	gossh "golang.org/x/crypto/ssh"
-
 	"github.com/switchyard-nix/switchyard/effects"
 	"github.com/switchyard-nix/switchyard/testbed"
 	"github.com/switchyard-nix/switchyard/transports/nixserve"
 )
-
-// LastCopy is per transport.
-func TestLastCopy(t *testing.T) {
-	pub, _, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := gossh.NewPublicKey(pub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	newT := func() *Transport {
-		tr, err := New(Config{User: "root", Host: "127.0.0.1", Port: 1, HostKey: string(gossh.MarshalAuthorizedKey(key))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tr
-	}
-	a, b := newT(), newT()
-	a.lastCopy.Set(nixserve.Stats{Paths: 3, Missing: 2, Sent: 2, Bytes: 100})
-	a.lastCopy.Set(nixserve.Stats{Paths: 3})
-	if got := a.LastCopy(); got != (nixserve.Stats{Paths: 3}) {
-		t.Errorf("a: %+v", got)
-	}
-	if got := b.LastCopy(); got != (nixserve.Stats{}) {
-		t.Errorf("b, which copied nothing: %+v", got)
-	}
-}
 
 // pauseAfter passes writes on to w until n bytes, then signals reached and waits
 // for release.

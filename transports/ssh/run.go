@@ -11,6 +11,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/switchyard-nix/switchyard/effects"
+	"github.com/switchyard-nix/switchyard/transports/node"
 	"github.com/switchyard-nix/switchyard/transports/stream"
 )
 
@@ -50,7 +51,7 @@ func (t *Transport) Run(ctx context.Context, cmd effects.Command) (int, error) {
 		return -1, fmt.Errorf("ssh %s: the node refused a new session: %w", t.addr, err)
 	default:
 		t.drop(c)
-		return -1, unreachable(err, "ssh %s: open session", t.addr)
+		return -1, node.Unreachable(err, "ssh %s: open session", t.addr)
 	}
 	defer sess.Close()
 
@@ -65,7 +66,7 @@ func (t *Transport) Run(ctx context.Context, cmd effects.Command) (int, error) {
 		// never ends would hold the command's status back.
 		w, err := sess.StdinPipe()
 		if err != nil {
-			return -1, unreachable(err, "ssh %s: stdin", t.addr)
+			return -1, node.Unreachable(err, "ssh %s: stdin", t.addr)
 		}
 		go func() {
 			_, _ = io.Copy(w, cmd.Stdin)
@@ -73,7 +74,7 @@ func (t *Transport) Run(ctx context.Context, cmd effects.Command) (int, error) {
 		}()
 	}
 	if err := sess.Start(line); err != nil {
-		return -1, unreachable(err, "ssh %s: start %s", t.addr, cmd.Argv[0])
+		return -1, node.Unreachable(err, "ssh %s: start %s", t.addr, cmd.Argv[0])
 	}
 
 	waited := make(chan error, 1)
@@ -106,9 +107,9 @@ func (t *Transport) Run(ctx context.Context, cmd effects.Command) (int, error) {
 	case errors.As(err, &exitErr):
 		return exitErr.ExitStatus(), nil
 	case errors.As(err, &missing):
-		return -1, unreachable(nil, "ssh %s: connection lost before %s returned its exit status", t.addr, cmd.Argv[0])
+		return -1, node.Unreachable(nil, "ssh %s: connection lost before %s returned its exit status", t.addr, cmd.Argv[0])
 	default:
-		return -1, unreachable(err, "ssh %s: %s", t.addr, cmd.Argv[0])
+		return -1, node.Unreachable(err, "ssh %s: %s", t.addr, cmd.Argv[0])
 	}
 }
 

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,7 +16,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/switchyard-nix/switchyard/effects"
-	"github.com/switchyard-nix/switchyard/transports/nixserve"
+	"github.com/switchyard-nix/switchyard/transports/node"
 )
 
 // Defaults of Config.
@@ -86,8 +85,10 @@ type Transport struct {
 	sudoOK  bool          // the sudo check passed once
 	closed  bool
 
-	lastCopy nixserve.Last // what the last CopyClosure did
-	dials    atomic.Int64  // TCP connections made, for tests
+	dials atomic.Int64 // TCP connections made, for tests
+
+	node.Copies              // what the last CopyClosure did: LastCopy, CopyCounts
+	node.NoSwitchRuntimeArgs // the body bounds the switch's unit
 }
 
 var (
@@ -134,8 +135,9 @@ func New(cfg Config) (*Transport, error) {
 	}
 	chain, err := sc.jumpChain(cfg.ProxyJump)
 	if err != nil {
-		if jumpFromConfig && sc != nil && !strings.HasPrefix(err.Error(), "ssh config ") {
-			err = fmt.Errorf("ssh config %s: ProxyJump of %s: %v", sc.file, node.alias, err)
+		var named *configError
+		if jumpFromConfig && !errors.As(err, &named) {
+			err = sc.wrap(fmt.Errorf("ProxyJump of %s: %v", node.alias, err))
 		}
 		return nil, err
 	}
@@ -260,10 +262,6 @@ func (t *Transport) Target() string {
 	return "ssh " + t.cfg.User + "@" + t.addr
 }
 
-// SwitchRuntimeMaxArgs adds nothing: the body bounds the switch's unit by
-// DEPLOY_SWITCH_TIMEOUT (TimeoutStartSec=), the same over every transport.
-func (t *Transport) SwitchRuntimeMaxArgs() []string { return nil }
-
 // Close releases the connection (and the jump hosts' connections). Later Runs fail.
 func (t *Transport) Close() error {
 	t.mu.Lock()
@@ -283,32 +281,4 @@ func (t *Transport) Close() error {
 		return err
 	}
 	return nil
-}
-
-// wrapped is an error with its own message that still matches a sentinel
-// (effects.ErrUnreachable, effects.ErrRefused) and its cause with errors.Is/As.
-type wrapped struct {
-	msg   string
-	kind  error
-	cause error
-}
-
-func (e *wrapped) Error() string { return e.msg }
-func (e *wrapped) Unwrap() []error {
-	if e.cause == nil {
-		return []error{e.kind}
-	}
-	return []error{e.kind, e.cause}
-}
-
-func unreachable(cause error, format string, args ...any) error {
-	msg := fmt.Sprintf(format, args...)
-	if cause != nil {
-		msg += ": " + cause.Error()
-	}
-	return &wrapped{msg: msg, kind: effects.ErrUnreachable, cause: cause}
-}
-
-func refused(format string, args ...any) error {
-	return &wrapped{msg: fmt.Sprintf(format, args...) + ": refusing to touch the node", kind: effects.ErrRefused}
 }

@@ -50,13 +50,32 @@ func loadSSHConfig(file string) (*sshConfig, error) {
 		if errors.As(err, &pe) {
 			err = pe.Err
 		}
-		return nil, fmt.Errorf("ssh config %s: %v", file, err)
+		return nil, &configError{file: file, err: err}
 	}
 	cfg, err := ssh_config.DecodeBytes(data)
 	if err != nil {
-		return nil, fmt.Errorf("ssh config %s: %v", file, err)
+		return nil, &configError{file: file, err: err}
 	}
 	return &sshConfig{file: file, cfg: cfg}, nil
+}
+
+// configError is an error that names the ssh config file it is about, so a
+// caller adding that file's name can tell, by type, that it is already there.
+type configError struct {
+	file string
+	err  error
+}
+
+func (e *configError) Error() string { return "ssh config " + e.file + ": " + e.err.Error() }
+func (e *configError) Unwrap() error { return e.err }
+
+// wrap marks err as being about the ssh config file; without a file (c nil) it
+// is err as it is.
+func (c *sshConfig) wrap(err error) error {
+	if c == nil {
+		return err
+	}
+	return &configError{file: c.file, err: err}
 }
 
 // get is the first value of key for the host alias, "" when none.
@@ -66,7 +85,7 @@ func (c *sshConfig) get(alias, key string) (string, error) {
 	}
 	v, err := c.cfg.Get(alias, key)
 	if err != nil {
-		return "", fmt.Errorf("ssh config %s: %s for %s: %v", c.file, key, alias, err)
+		return "", c.wrap(fmt.Errorf("%s for %s: %v", key, alias, err))
 	}
 	return strings.TrimSpace(v), nil
 }
@@ -77,7 +96,7 @@ func (c *sshConfig) getAll(alias, key string) ([]string, error) {
 	}
 	vs, err := c.cfg.GetAll(alias, key)
 	if err != nil {
-		return nil, fmt.Errorf("ssh config %s: %s for %s: %v", c.file, key, alias, err)
+		return nil, c.wrap(fmt.Errorf("%s for %s: %v", key, alias, err))
 	}
 	var out []string
 	for _, v := range vs {
@@ -107,7 +126,7 @@ func (c *sshConfig) resolve(e endpoint, defaultUser string) (endpoint, error) {
 		if c == nil {
 			return key
 		}
-		return fmt.Sprintf("ssh config %s: %s of %s", c.file, key, alias)
+		return key + " of " + alias
 	}
 	hostName, err := c.get(alias, "HostName")
 	if err != nil {
@@ -117,10 +136,10 @@ func (c *sshConfig) resolve(e endpoint, defaultUser string) (endpoint, error) {
 	if hostName != "" {
 		h, err := expandTokens(hostName, map[byte]string{'h': alias})
 		if err != nil {
-			return e, fmt.Errorf("%s: %v", where("HostName"), err)
+			return e, c.wrap(fmt.Errorf("%s: %v", where("HostName"), err))
 		}
 		if err := checkHost(h); err != nil {
-			return e, fmt.Errorf("%s: %v", where("HostName"), err)
+			return e, c.wrap(fmt.Errorf("%s: %v", where("HostName"), err))
 		}
 		e.host = h
 	}
@@ -132,7 +151,7 @@ func (c *sshConfig) resolve(e endpoint, defaultUser string) (endpoint, error) {
 		if p != "" {
 			n, err := strconv.Atoi(p)
 			if err != nil || n < 1 || n > 65535 {
-				return e, fmt.Errorf("%s: %q is not a port", where("Port"), p)
+				return e, c.wrap(fmt.Errorf("%s: %q is not a port", where("Port"), p))
 			}
 			e.port = n
 		}
@@ -148,10 +167,10 @@ func (c *sshConfig) resolve(e endpoint, defaultUser string) (endpoint, error) {
 		if u != "" {
 			u, err = expandTokens(u, map[byte]string{'u': localUser(), '%': "%"})
 			if err != nil {
-				return e, fmt.Errorf("%s: %v", where("User"), err)
+				return e, c.wrap(fmt.Errorf("%s: %v", where("User"), err))
 			}
 			if err := checkUser(u); err != nil {
-				return e, fmt.Errorf("%s: %v", where("User"), err)
+				return e, c.wrap(fmt.Errorf("%s: %v", where("User"), err))
 			}
 			e.user = u
 		}
@@ -173,7 +192,7 @@ func (c *sshConfig) resolve(e endpoint, defaultUser string) (endpoint, error) {
 		})
 		if err != nil {
 			// A key's path is a credential path: never name it.
-			return e, fmt.Errorf("%s: a %%-token that is not supported here", where("IdentityFile"))
+			return e, c.wrap(fmt.Errorf("%s: a %%-token that is not supported here", where("IdentityFile")))
 		}
 		if f == "~" || strings.HasPrefix(f, "~/") {
 			f = filepath.Join(home, f[1:])
@@ -246,10 +265,7 @@ func (c *sshConfig) jumpChain(spec string) ([]endpoint, error) {
 	for len(hops) > 0 {
 		if len(chain)+len(hops) > maxJumps {
 			err := fmt.Errorf("ProxyJump: more than %d jump hosts (a loop?)", maxJumps)
-			if c != nil {
-				err = fmt.Errorf("ssh config %s: %v", c.file, err)
-			}
-			return nil, err
+			return nil, c.wrap(err)
 		}
 		resolved := make([]endpoint, len(hops))
 		for i, h := range hops {
@@ -261,7 +277,7 @@ func (c *sshConfig) jumpChain(spec string) ([]endpoint, error) {
 		// Only the first hop's own ProxyJump applies: ssh(1) reaches the later
 		// hops through the earlier ones, overriding theirs.
 		if hops, err = parseProxyJump(resolved[0].jump); err != nil {
-			return nil, fmt.Errorf("ssh config %s: jump host %s: %v", c.file, resolved[0].alias, err)
+			return nil, c.wrap(fmt.Errorf("jump host %s: %v", resolved[0].alias, err))
 		}
 	}
 	return chain, nil

@@ -1,0 +1,237 @@
+package effectstest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/switchyard-nix/switchyard/effects"
+	"github.com/switchyard-nix/switchyard/verdict"
+)
+
+// Node is an effects.Transport answering from systemd state recorded on test-bed
+// nodes (verdict/testdata): each read of the node returns the next recorded
+// sample. Everything else it is asked is logged, so tests can check what the
+// body did. Set its fields before the body runs; it is safe for concurrent use
+// while it runs.
+type Node struct {
+	Samples     [][]byte // the recorded samples, in order
+	Next        int      // the sample the next read returns (the last one once past the end)
+	Toplevel    string   // the recording's toplevel
+	Owned       []string // the configuration's units
+	Wanted      []string // the units multi-user.target wants
+	SwitchExit  int      // switch-to-configuration's exit status
+	Activates   bool     // the switch repoints /run/current-system at Toplevel
+	Current     string   // what /run/current-system points at
+	Unreachable bool     // every Run fails with effects.ErrUnreachable
+	BootInit    string   // what the default boot entry starts (effects.BootEntryScript's answer)
+
+	mu  sync.Mutex
+	log []string
+}
+
+var _ effects.Transport = (*Node)(nil)
+
+// Load is a Node playing the recording of scenario (a directory of
+// verdict/testdata): running its toplevel's predecessor, a switch that activates.
+func Load(t testing.TB, scenario string) *Node {
+	t.Helper()
+	dir := filepath.Join(testdata(t), scenario)
+	raw, err := os.ReadFile(filepath.Join(dir, "recording.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec struct {
+		Toplevel   string   `json:"toplevel"`
+		SwitchExit int      `json:"switch_exit"`
+		Owned      []string `json:"owned"`
+		Wanted     []string `json:"wanted"`
+		Samples    []struct {
+			File string `json:"file"`
+		} `json:"samples"`
+	}
+	if err := json.Unmarshal(raw, &rec); err != nil {
+		t.Fatal(err)
+	}
+	n := &Node{Toplevel: rec.Toplevel, Owned: rec.Owned, Wanted: rec.Wanted, SwitchExit: rec.SwitchExit,
+		Activates: true, Current: "/nix/store/00000000000000000000000000000000-nixos-system-previous",
+		BootInit: rec.Toplevel + "/init"}
+	for _, s := range rec.Samples {
+		b, err := os.ReadFile(filepath.Join(dir, s.File))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.Samples = append(n.Samples, b)
+	}
+	return n
+}
+
+// testdata is verdict/testdata, found from this file's place in the module so
+// that any package's tests can load a recording.
+func testdata(t testing.TB) string {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		t.Fatal("effectstest: cannot locate verdict/testdata")
+	}
+	return filepath.Join(filepath.Dir(file), "..", "..", "verdict", "testdata")
+}
+
+// Record adds s to the node's log.
+func (n *Node) Record(s string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.log = append(n.log, s)
+}
+
+// Did counts the log entries starting with prefix ("run systemd-run", "copy ",
+// "finalize ", "revert").
+func (n *Node) Did(prefix string) int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	c := 0
+	for _, l := range n.log {
+		if strings.HasPrefix(l, prefix) {
+			c++
+		}
+	}
+	return c
+}
+
+// Log is what the node was asked, in order.
+func (n *Node) Log() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return append([]string(nil), n.log...)
+}
+
+func (n *Node) Target() string { return "fake node" }
+func (n *Node) Close() error   { return nil }
+
+func (n *Node) Run(ctx context.Context, c effects.Command) (int, error) {
+	if n.Unreachable {
+		return 0, fmt.Errorf("dial: connection refused: %w", effects.ErrUnreachable)
+	}
+	out := c.Stdout
+	if out == nil {
+		out = io.Discard
+	}
+	argv := strings.Join(c.Argv, " ")
+	n.Record("run " + argv)
+	switch {
+	case argv == "systemctl is-system-running":
+		fmt.Fprintln(out, "running")
+	case len(c.Argv) == 3 && c.Argv[0] == "sh" && c.Argv[2] == verdict.ReadScript:
+		n.mu.Lock()
+		s := n.Samples[min(n.Next, len(n.Samples)-1)]
+		n.Next++
+		n.mu.Unlock()
+		out.Write(s)
+	case len(c.Argv) == 3 && c.Argv[0] == "sh" && c.Argv[2] == effects.BootEntryScript:
+		fmt.Fprintln(out, n.BootInit)
+	case strings.HasPrefix(argv, "systemd-run "):
+		if n.Activates {
+			n.mu.Lock()
+			n.Current = n.Toplevel
+			n.mu.Unlock()
+		}
+	case strings.HasPrefix(argv, "systemctl show --property=LoadState,ActiveState,Result,ExecMainCode,ExecMainStatus"):
+		state := "active"
+		if n.SwitchExit != 0 {
+			state = "failed"
+		}
+		fmt.Fprintf(out, "LoadState=loaded\nActiveState=%s\nResult=success\nExecMainCode=1\nExecMainStatus=%d\n", state, n.SwitchExit)
+	case argv == "readlink -f /run/current-system":
+		n.mu.Lock()
+		cur := n.Current
+		n.mu.Unlock()
+		fmt.Fprintln(out, cur)
+	case strings.HasPrefix(argv, "find -L "):
+		for _, u := range n.Owned {
+			fmt.Fprintf(out, "f %s\n", u)
+		}
+		fmt.Fprintln(out, "d multi-user.target.wants")
+		for _, u := range n.Wanted {
+			fmt.Fprintf(out, "f multi-user.target.wants/%s\n", u)
+		}
+	case strings.HasPrefix(argv, "cat -- /run/current-system/etc/switchyard/chain"):
+		return 1, nil
+	case strings.HasPrefix(argv, "test -e /run/current-system/etc/switchyard/chain "):
+		return 1, nil // no chain declared
+	}
+	return 0, nil
+}
+
+func (n *Node) CopyClosure(ctx context.Context, paths []string) error {
+	n.Record("copy " + strings.Join(paths, " "))
+	return nil
+}
+
+func (n *Node) SwitchRuntimeMaxArgs() []string { return []string{"--property=RuntimeMaxSec=60"} }
+
+func (n *Node) FinalizeBootloader(ctx context.Context, top string) error {
+	n.Record("finalize " + top)
+	return nil
+}
+
+func (n *Node) RevertBootloader(ctx context.Context) error {
+	n.Record("revert")
+	return nil
+}
+
+// Events is an effects.Reporter that records what the body reports, in order:
+// "<phase>:<state>" for each phase event and "VERDICT" for the verdict.
+type Events struct {
+	mu      sync.Mutex
+	list    []string
+	verdict verdict.Verdict
+}
+
+var _ effects.Reporter = (*Events)(nil)
+
+func (e *Events) Phase(node, phase string, state effects.PhaseState, elapsed time.Duration) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.list = append(e.list, phase+":"+string(state))
+}
+
+func (e *Events) Log(node, level, msg string) {}
+
+func (e *Events) Verdict(v verdict.Verdict) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.list = append(e.list, "VERDICT")
+	e.verdict = v
+}
+
+// List is every event recorded, in order.
+func (e *Events) List() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]string(nil), e.list...)
+}
+
+// Reported is the verdict the body reported (the zero Verdict before).
+func (e *Events) Reported() verdict.Verdict {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.verdict
+}
+
+// Started lists the phases that started, in order.
+func (e *Events) Started() []string {
+	var out []string
+	for _, s := range e.List() {
+		if p, ok := strings.CutSuffix(s, ":start"); ok {
+			out = append(out, p)
+		}
+	}
+	return out
+}

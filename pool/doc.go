@@ -1,0 +1,2 @@
+// Package pool runs work on a bounded number of goroutines.
+package pool

@@ -1,0 +1,119 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/switchyard-nix/switchyard/effects"
+	"github.com/switchyard-nix/switchyard/transports/nixserve"
+	"github.com/switchyard-nix/switchyard/transports/stream"
+)
+
+// SystemProfile is the NixOS system profile, which the boot loader installer reads.
+const SystemProfile = "/nix/var/nix/profiles/system"
+
+// Runner runs a command on the node: the transport's own Run.
+type Runner interface {
+	Run(ctx context.Context, cmd effects.Command) (int, error)
+}
+
+// wrapped is an error with its own message that still matches its kind (a
+// sentinel of effects: ErrUnreachable, ErrRefused, ErrNoSudo) and its cause with
+// errors.Is/As.
+type wrapped struct {
+	msg   string
+	kind  error
+	cause error
+}
+
+func (e *wrapped) Error() string { return e.msg }
+func (e *wrapped) Unwrap() []error {
+	if e.cause == nil {
+		return []error{e.kind}
+	}
+	return []error{e.kind, e.cause}
+}
+
+// Wrap is an error with the message msg that matches kind and cause (which may
+// be nil) with errors.Is/As.
+func Wrap(kind, cause error, msg string) error {
+	return &wrapped{msg: msg, kind: kind, cause: cause}
+}
+
+// Unreachable is an error where the node could not be reached
+// (effects.ErrUnreachable): the formatted message, then the cause's when there is one.
+func Unreachable(cause error, format string, args ...any) error {
+	msg := fmt.Sprintf(format, args...)
+	if cause != nil {
+		msg += ": " + cause.Error()
+	}
+	return Wrap(effects.ErrUnreachable, cause, msg)
+}
+
+// Refused is an error where the node must not be touched (effects.ErrRefused),
+// e.g. a host key or server certificate that is not the pinned one. The message
+// is the format's alone (a cause's text may name what should not be shown); the
+// cause, which may be nil, is kept for errors.Is/As.
+func Refused(cause error, format string, args ...any) error {
+	return Wrap(effects.ErrRefused, cause, fmt.Sprintf(format, args...)+": refusing to touch the node")
+}
+
+// Step runs one command of a bootloader hook; its error names the step, the exit
+// status and the last line of stderr.
+func Step(ctx context.Context, r Runner, what string, path []string, argv ...string) error {
+	var errOut stream.Tail
+	code, err := r.Run(ctx, effects.Command{Argv: argv, Stderr: &errOut, Path: path})
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if code != 0 {
+		msg := fmt.Sprintf("%s: %s exited %d", what, argv[0], code)
+		if last := errOut.LastLine(); last != "" {
+			msg += ": " + last
+		}
+		return errors.New(msg)
+	}
+	return nil
+}
+
+// NoSwitchRuntimeArgs is embedded by a transport that adds no options to the
+// switch's unit: the body bounds it by DEPLOY_SWITCH_TIMEOUT (TimeoutStartSec=),
+// the same over every transport.
+type NoSwitchRuntimeArgs struct{}
+
+// SwitchRuntimeMaxArgs adds nothing.
+func (NoSwitchRuntimeArgs) SwitchRuntimeMaxArgs() []string { return nil }
+
+// Copies is embedded by a transport that copies closures with CopyClosure: it
+// keeps what the last copy did.
+type Copies struct {
+	last nixserve.Last
+}
+
+// LastCopy tells what the transport's last CopyClosure did: the paths of the
+// closure, how many the node lacked, how many were sent and the bytes written.
+// After a failed copy it holds what was done before the failure.
+func (c *Copies) LastCopy() nixserve.Stats { return c.last.Get() }
+
+// CopyCounts is LastCopy for the deploy body (effects.CopyCounter).
+func (c *Copies) CopyCounts() (paths, missing, sent int, bytes int64) {
+	st := c.LastCopy()
+	return st.Paths, st.Missing, st.Sent, st.Bytes
+}
+
+// CopyClosure makes paths and their closures valid on the node: `nix-store --serve
+// --write` runs there through r, is asked once which paths of the closure it holds,
+// and gets the missing ones streamed in dependency order (nixserve.CopyThrough, with
+// this machine's Nix as the local store). The node adds each path as it arrives, so
+// after a cut the next copy sends only what is still missing. wrap, when not nil,
+// wraps what is written to the node (for tests). c records what the copy did.
+func CopyClosure(ctx context.Context, r Runner, c *Copies, paths []string, wrap func(io.Writer) io.Writer) error {
+	run := func(ctx context.Context, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+		return r.Run(ctx, effects.Command{Argv: argv, Stdin: stdin, Stdout: stdout, Stderr: stderr})
+	}
+	st, err := nixserve.CopyThrough(ctx, run, paths, wrap)
+	c.last.Set(st)
+	return err
+}
