@@ -22,7 +22,7 @@ func TestExamplePlan(t *testing.T) {
 	want := `{"applications":{"hello":{"closure":"healthy","greeting":"hi"}},` +
 		`"coordinates":{"HOSTING_ENV":"production"},"domain":"example.org","email":"ops@example.org",` +
 		`"group":"web","method":"ssh","modules":[{"_repoPath":"hosts/web1.nix"},{"_repoPath":"apps/hello.nix"}],` +
-		`"node":"web1","ssh":{"host":"192.0.2.11","hostKey":"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIB4inzM5jOx8xxmjhITtKFD7q0B50Pu07HOHGjAEY+JB","port":22,"user":"root"}}`
+		`"node":"web1","ssh":{"host":"127.0.0.1","hostKey":"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIB4inzM5jOx8xxmjhITtKFD7q0B50Pu07HOHGjAEY+JB","port":40011,"user":"root"}}`
 	if string(web1.PlanJSON) != want {
 		t.Errorf("plan.json\n got %s\nwant %s", web1.PlanJSON, want)
 	}
