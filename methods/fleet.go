@@ -5,11 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/switchyard-nix/switchyard/pool"
+	"github.com/switchyard-nix/switchyard/transports"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/switchyard-nix/switchyard/effects"
@@ -81,8 +82,8 @@ func (f *fleet) transport(n *plan.Node) (effects.Transport, error) {
 		if n.Plan.Incus == nil {
 			return nil, fmt.Errorf("%s: no incus settings", n.Name)
 		}
-		return incus.New(incus.Config{Instance: n.Name, Project: f.projectOf(n), Remote: f.s.IncusRemote,
-			KeyFile: f.s.IncusClientKeyFile})
+		return transports.Open(transports.Spec{Kind: transports.Incus, Incus: incus.Config{Instance: n.Name,
+			Project: f.projectOf(n), Remote: f.s.IncusRemote, KeyFile: f.s.IncusClientKeyFile}})
 	}
 	s := n.Plan.SSH
 	if s == nil {
@@ -93,7 +94,7 @@ func (f *fleet) transport(n *plan.Node) (effects.Transport, error) {
 	if key := f.s.SSHKeyFile; key != "" {
 		cfg.KeyFiles = []string{key}
 	}
-	return ssh.New(cfg)
+	return transports.Open(transports.Spec{Kind: transports.SSH, SSH: cfg})
 }
 
 // evaluate gives a node's toplevel derivation through the eval cache.
@@ -206,24 +207,19 @@ func writeReceipt(n *plan.Node, v verdict.Verdict) error {
 // is asked, and each is reported as changed.
 func (f *fleet) plan(ctx context.Context, out string) (int, error) {
 	saved := newSavedPlan(f.d)
-	var mu sync.Mutex
-	code := ExitOK
-	slots := make(chan struct{}, f.width())
-	var wg sync.WaitGroup
-	for _, n := range f.p.Nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			slots <- struct{}{}
-			defer func() { <-slots }()
-			sp, c := f.planNode(ctx, n)
-			mu.Lock()
-			defer mu.Unlock()
-			saved.Nodes[n.Name] = sp
-			code = max(code, c)
-		}()
+	type planned struct {
+		sp   savedPlanNode
+		code int
 	}
-	wg.Wait()
+	results := pool.Map(ctx, f.p.Nodes, f.width(), func(ctx context.Context, n *plan.Node) planned {
+		sp, c := f.planNode(ctx, n)
+		return planned{sp, c}
+	})
+	code := ExitOK
+	for i, n := range f.p.Nodes {
+		saved.Nodes[n.Name] = results[i].sp
+		code = max(code, results[i].code)
+	}
 	for _, n := range f.p.Nodes {
 		f.out.Plan(n.Name, n.NixosConf, saved.Nodes[n.Name].Changed)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/switchyard-nix/switchyard/exitcode"
 	"io"
 	"os"
 	"strings"
@@ -20,12 +21,12 @@ import (
 	"github.com/switchyard-nix/switchyard/verdict"
 )
 
-// Exit codes of SPEC 2.1.
+// Exit codes of SPEC 2.1, as package exitcode has them.
 const (
-	ExitOK      = 0
-	ExitVerdict = 1
-	ExitRefused = 2
-	ExitInfra   = 3
+	ExitOK      = exitcode.OK
+	ExitVerdict = exitcode.Verdict
+	ExitRefused = exitcode.Refused
+	ExitInfra   = exitcode.Infra
 )
 
 // ErrRefused marks an error that refuses the run before anything changed (exit 2).

@@ -6,12 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/switchyard-nix/switchyard/pool"
 	"io"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 
 	"github.com/hashicorp/terraform-exec/tfexec"
@@ -265,30 +265,26 @@ func subsetAddresses(nodes []tofu.Node, tenant *tofu.Tenant) []string {
 
 // evaluateAll evaluates every node through the eval cache.
 func (r *tfRun) evaluateAll(ctx context.Context) (map[string]string, int) {
-	drvs := map[string]string{}
-	var mu sync.Mutex
-	code := ExitOK
-	slots := make(chan struct{}, r.width())
-	var wg sync.WaitGroup
-	for _, n := range r.p.Nodes {
-		wg.Add(1)
-		go func(n *plan.Node) {
-			defer wg.Done()
-			slots <- struct{}{}
-			defer func() { <-slots }()
-			drv, how, err := r.evaluate(ctx, n)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				r.out.Log(n.Name, "error", fmt.Sprintf("%s: build: evaluation failed: %v", n.Name, err))
-				code = ExitInfra
-				return
-			}
-			r.out.Log(n.Name, "info", fmt.Sprintf("%s: build: %s %s", n.Name, how, drv))
-			drvs[n.Name] = drv
-		}(n)
+	type evaluated struct {
+		drv, how string
+		err      error
 	}
-	wg.Wait()
+	results := pool.Map(ctx, r.p.Nodes, r.width(), func(ctx context.Context, n *plan.Node) evaluated {
+		drv, how, err := r.evaluate(ctx, n)
+		return evaluated{drv, how, err}
+	})
+	drvs := map[string]string{}
+	code := ExitOK
+	for i, n := range r.p.Nodes {
+		e := results[i]
+		if e.err != nil {
+			r.out.Log(n.Name, "error", fmt.Sprintf("%s: build: evaluation failed: %v", n.Name, e.err))
+			code = ExitInfra
+			continue
+		}
+		r.out.Log(n.Name, "info", fmt.Sprintf("%s: build: %s %s", n.Name, e.how, e.drv))
+		drvs[n.Name] = e.drv
+	}
 	return drvs, code
 }
 

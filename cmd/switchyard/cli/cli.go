@@ -3,6 +3,7 @@ package cli
 
 import (
 	"fmt"
+	"github.com/switchyard-nix/switchyard/exitcode"
 	"io"
 	"os"
 	"runtime/debug"
@@ -10,12 +11,12 @@ import (
 	"github.com/switchyard-nix/switchyard/plan/method"
 )
 
-// Exit codes of SPEC 2.1.
+// Exit codes of SPEC 2.1, as package exitcode has them.
 const (
-	ExitOK      = 0
-	ExitVerdict = 1
-	ExitRefused = 2
-	ExitInfra   = 3
+	ExitOK      = exitcode.OK
+	ExitVerdict = exitcode.Verdict
+	ExitRefused = exitcode.Refused
+	ExitInfra   = exitcode.Infra
 )
 
 // Version is set at link time (-ldflags "-X .../cli.Version=v1.2.3"); otherwise it is
