@@ -15,7 +15,10 @@ incus list --format csv -c n user.switchyard-testbed=true | xargs -r -n1 incus d
 # Projects (and their instances and cached images) left by an interrupted tf-incus test.
 for project in $(incus project list --format csv | cut -d, -f1 | cut -d' ' -f1 | grep '^switchyard-test-' || true); do
 	incus list --project "$project" --format csv -c n | xargs -r -n1 incus delete --force --project "$project" || true
-	incus image list --project "$project" --format csv -c F | xargs -r -n1 incus image delete --project "$project" || true
+	# Only a project with images of its own: another one lists (and would delete) the default project's.
+	if [ "$(incus project get "$project" features.images 2>/dev/null)" = true ]; then
+		incus image list --project "$project" --format csv -c F | xargs -r -n1 incus image delete --project "$project" || true
+	fi
 	incus project delete "$project" || true
 done
 

@@ -83,9 +83,12 @@ func removeProject(t *testing.T, project string) {
 	for _, inst := range strings.Fields(out) {
 		incusCLI(t, "delete", "--force", "--project", project, inst)
 	}
-	out, _ = incusCLI(t, "image", "list", "--project", project, "--format", "csv", "-c", "F")
-	for _, fp := range strings.Fields(out) {
-		incusCLI(t, "image", "delete", "--project", project, fp)
+	// Only a project with images of its own: another one lists the default project's.
+	if own, _ := incusCLI(t, "project", "get", project, "features.images"); own == "true" {
+		out, _ = incusCLI(t, "image", "list", "--project", project, "--format", "csv", "-c", "F")
+		for _, fp := range strings.Fields(out) {
+			incusCLI(t, "image", "delete", "--project", project, fp)
+		}
 	}
 	incusCLI(t, "project", "delete", project)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/switchyard-nix/switchyard/transports"
 	"io"
 	"os"
 	"os/signal"
@@ -115,39 +116,41 @@ func runDeploy(args []string, stdout, stderr io.Writer, getenv func(string) stri
 	return res.ExitCode
 }
 
-// newTransport builds the transport the flags name, and the node's default name.
+// newTransport builds the transport the flags name (through transports.Open), and
+// the node's default name.
 func newTransport(f deployFlags) (effects.Transport, string, error) {
+	var spec transports.Spec
+	var name string
 	switch f.transport {
 	case "ssh":
 		user, host, port, err := ssh.ParseTarget(f.target)
 		if err != nil {
 			return nil, "", fmt.Errorf("--target: %w", err)
 		}
-		t, err := ssh.New(ssh.Config{User: user, Host: host, Port: port, KnownHostsFile: f.knownHosts, KeyFiles: f.sshKeys,
-			SSHConfigFile: f.sshConfig})
-		if err != nil {
-			return nil, "", err
-		}
-		return t, host, nil
+		spec = transports.Spec{Kind: transports.SSH, SSH: ssh.Config{User: user, Host: host, Port: port,
+			KnownHostsFile: f.knownHosts, KeyFiles: f.sshKeys, SSHConfigFile: f.sshConfig}}
+		name = host
 	case "shell":
 		if f.hooks == "" {
 			return nil, "", errors.New("--transport shell needs --hooks FILE")
 		}
-		t, err := shell.New(shell.Config{Hooks: f.hooks})
-		if err != nil {
-			return nil, "", fmt.Errorf("--hooks: %w", err)
-		}
-		return t, "node", nil
+		spec, name = transports.Spec{Kind: transports.Shell, Shell: shell.Config{Hooks: f.hooks}}, "node"
 	case "incus":
 		remote, instance, err := incus.ParseTarget(f.target)
 		if err != nil {
 			return nil, "", fmt.Errorf("--target: %w", err)
 		}
-		t, err := incus.New(incus.Config{Instance: instance, Project: f.project, Remote: remote})
-		if err != nil {
-			return nil, "", err
-		}
-		return t, instance, nil
+		spec = transports.Spec{Kind: transports.Incus, Incus: incus.Config{Instance: instance, Project: f.project, Remote: remote}}
+		name = instance
+	default:
+		return nil, "", errors.New("--transport: want ssh, incus or shell")
 	}
-	return nil, "", errors.New("--transport: want ssh, incus or shell")
+	t, err := transports.Open(spec)
+	if err != nil && f.transport == "shell" {
+		return nil, "", fmt.Errorf("--hooks: %w", err)
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	return t, name, nil
 }
