@@ -135,6 +135,13 @@ func transportChoice(host, inst types.String) string {
 // attributes become unknown, so the next apply retries it even when its inputs are
 // the same.
 func (d *deployment) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	retryFailed(ctx, req, resp, "toplevel", "previous", "verdict")
+}
+
+// retryFailed makes a resource whose recorded verdict failed change again: its
+// verdict's computed attributes (the strings named, ok and exit_code) become unknown,
+// so the next apply runs it again even when its inputs are the same.
+func retryFailed(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse, strs ...string) {
 	if req.State.Raw.IsNull() || req.Plan.Raw.IsNull() {
 		return
 	}
@@ -143,7 +150,7 @@ func (d *deployment) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequ
 	if resp.Diagnostics.HasError() || ok.IsNull() || ok.ValueBool() {
 		return
 	}
-	for _, a := range []string{"toplevel", "previous", "verdict"} {
+	for _, a := range strs {
 		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root(a), types.StringUnknown())...)
 	}
 	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("ok"), types.BoolUnknown())...)

@@ -6,7 +6,6 @@ import (
 	"os"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
-	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
@@ -80,19 +79,7 @@ func (r *verdictPass) Schema(_ context.Context, _ resource.SchemaRequest, resp *
 // ModifyPlan runs the pass again after a failed verdict, as a deployment is deployed
 // again: its computed attributes become unknown.
 func (r *verdictPass) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
-	if req.State.Raw.IsNull() || req.Plan.Raw.IsNull() {
-		return
-	}
-	var ok types.Bool
-	resp.Diagnostics.Append(req.State.GetAttribute(ctx, path.Root("ok"), &ok)...)
-	if resp.Diagnostics.HasError() || ok.IsNull() || ok.ValueBool() {
-		return
-	}
-	for _, a := range []string{"toplevel", "verdict"} {
-		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root(a), types.StringUnknown())...)
-	}
-	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("ok"), types.BoolUnknown())...)
-	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("exit_code"), types.Int64Unknown())...)
+	retryFailed(ctx, req, resp, "toplevel", "verdict")
 }
 
 func (r *verdictPass) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
