@@ -53,6 +53,26 @@ type Request struct {
 	JSON           bool // the events go out as JSON Lines: OpenTofu's human output is dropped
 }
 
+// Submission reads the DEPLOYMENT bytes as --deployment names them: a file, or - for
+// stdin; "" is the DEPLOYMENT variable, and none at all the baked configuration.
+func Submission(file string, getenv func(string) string, stdin io.Reader) ([]byte, error) {
+	switch file {
+	case "":
+		return []byte(getenv("DEPLOYMENT")), nil
+	case "-":
+		b, err := io.ReadAll(stdin)
+		if err != nil {
+			return nil, fmt.Errorf("--deployment: reading stdin: %w", err)
+		}
+		return b, nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("--deployment: %w: %w", errors.Unwrap(err), ErrRefused)
+	}
+	return b, nil
+}
+
 // Reporter takes a run's events: effects' phases, logs and verdicts, the plan verb's
 // findings, and the closing summary.
 type Reporter interface {

@@ -63,3 +63,22 @@ func Open(spec Spec) (effects.Transport, error) {
 	}
 	return t, err
 }
+
+// ParseTarget is the Spec of kind for a target as `switchyard deploy --target` takes
+// it (ssh: [user@]host[:port]; incus: [remote:]instance; shell: none), and the node's
+// default name (the host, the instance, or "node"). A kind that is none of the
+// transports' is ErrUnknownKind.
+func ParseTarget(kind Kind, target string) (spec Spec, name string, err error) {
+	spec.Kind = kind
+	switch kind {
+	case SSH:
+		spec.SSH.User, spec.SSH.Host, spec.SSH.Port, err = ssh.ParseTarget(target)
+		return spec, spec.SSH.Host, err
+	case Incus:
+		spec.Incus.Remote, spec.Incus.Instance, err = incus.ParseTarget(target)
+		return spec, spec.Incus.Instance, err
+	case Shell:
+		return spec, "node", nil
+	}
+	return spec, "", fmt.Errorf("%w (got %q)", ErrUnknownKind, kind)
+}

@@ -46,3 +46,36 @@ func TestOpen(t *testing.T) {
 		t.Errorf("no kind: transport %v, err %v", tr, err)
 	}
 }
+
+// ParseTarget reads deploy's --target for each kind, and names the node by it.
+func TestParseTarget(t *testing.T) {
+	for _, c := range []struct {
+		kind   Kind
+		target string
+		want   Spec
+		name   string
+		err    bool
+	}{
+		{SSH, "admin@127.0.0.1:2222", Spec{Kind: SSH, SSH: ssh.Config{User: "admin", Host: "127.0.0.1", Port: 2222}}, "127.0.0.1", false},
+		{Incus, "yard:web1", Spec{Kind: Incus, Incus: incus.Config{Remote: "yard", Instance: "web1"}}, "web1", false},
+		{Incus, "web1", Spec{Kind: Incus, Incus: incus.Config{Instance: "web1"}}, "web1", false},
+		{Shell, "", Spec{Kind: Shell}, "node", false},
+		{SSH, "", Spec{}, "", true},
+		{"telnet", "h", Spec{}, "", true},
+	} {
+		spec, name, err := ParseTarget(c.kind, c.target)
+		if c.err {
+			if err == nil {
+				t.Errorf("%s %q: no error", c.kind, c.target)
+			}
+			continue
+		}
+		if err != nil || name != c.name || spec.Kind != c.want.Kind || spec.SSH.User != c.want.SSH.User ||
+			spec.SSH.Host != c.want.SSH.Host || spec.SSH.Port != c.want.SSH.Port || spec.Incus != c.want.Incus {
+			t.Errorf("%s %q: %+v %q %v, want %+v %q", c.kind, c.target, spec, name, err, c.want, c.name)
+		}
+	}
+	if _, _, err := ParseTarget("telnet", "h"); !errors.Is(err, ErrUnknownKind) {
+		t.Errorf("unknown kind: %v", err)
+	}
+}

@@ -8,6 +8,7 @@ import (
 // Method is a deployment method.
 type Method struct {
 	Name        string
+	Summary     string // one line for the usage texts (SPEC 1)
 	Transport   string // SSH or Incus
 	Settings    []Setting
 	Coordinates []coordinates.Coordinate
@@ -35,6 +36,31 @@ var (
 	sshVerbs  = []string{"apply", "plan", "verdict", "names", "schema"}
 	tofuVerbs = []string{"apply", "plan", "destroy", "refresh", "run", "verdict", "names", "schema"}
 )
+
+// verbSummaries are the verbs' one-line descriptions for the usage texts (SPEC 2).
+var verbSummaries = map[string]string{
+	"apply":   "deploy the nodes (all, or --group/--node) and judge each one",
+	"plan":    "compute the nodes' plans and say which would be deployed (nixos_conf)",
+	"verdict": "judge the nodes as they run: the verdict-only pass (DEPLOY_VERDICT_ONLY=1 apply)",
+	"names":   "print the tree's groups and nodes as JSON",
+	"schema":  "print what a DEPLOYMENT may set for this method, as JSON",
+	"destroy": "destroy what the state holds (tf forgets the nodes and never touches them; the Incus methods delete their instances)",
+	"refresh": "read the resources back into OpenTofu's state",
+	"run":     "run OpenTofu with the arguments after -- in the method's working directory",
+}
+
+// VerbSummary is verb's one-line description.
+func VerbSummary(verb string) string { return verbSummaries[verb] }
+
+// VerbDeploys says whether a verb runs the deploy body or its evaluation and so reads
+// the DEPLOY_* variables (run: `run -- apply` deploys through the provider).
+func VerbDeploys(verb string) bool {
+	switch verb {
+	case "apply", "plan", "verdict", "run":
+		return true
+	}
+	return false
+}
 
 // HasVerb reports whether verb is one of the method's verbs.
 func (m Method) HasVerb(verb string) bool {

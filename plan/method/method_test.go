@@ -92,3 +92,17 @@ func TestPublic(t *testing.T) {
 		t.Errorf("(-want +got)\n%s", d)
 	}
 }
+
+// Every method and verb has its one-line description, so no help line is blank.
+func TestEveryMethodAndVerbDescribed(t *testing.T) {
+	for _, m := range All() {
+		if m.Summary == "" {
+			t.Errorf("method %s has no summary", m.Name)
+		}
+		for _, v := range m.Verbs {
+			if VerbSummary(v) == "" {
+				t.Errorf("verb %s of %s has no summary", v, m.Name)
+			}
+		}
+	}
+}

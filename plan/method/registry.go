@@ -56,13 +56,17 @@ func join(groups ...[]Setting) []Setting {
 }
 
 var registry = []Method{
-	{Name: "ssh", Transport: SSH, Settings: join(common, overSSH), Coordinates: []coordinates.Coordinate{hostingEnv},
+	{Name: "ssh", Summary: "deploy over SSH to machines that exist; no state (receipts only)",
+		Transport: SSH, Settings: join(common, overSSH), Coordinates: []coordinates.Coordinate{hostingEnv},
 		Runner: RunnerSSH, Verbs: sshVerbs},
-	{Name: "tf", Transport: SSH, Settings: join(common, overSSH, tofu), Coordinates: []coordinates.Coordinate{hostingEnv},
+	{Name: "tf", Summary: "deploy over SSH inside an OpenTofu graph whose state holds one resource per node",
+		Transport: SSH, Settings: join(common, overSSH, tofu), Coordinates: []coordinates.Coordinate{hostingEnv},
 		Runner: RunnerTofu, Verbs: tofuVerbs},
-	{Name: "tf-incus", Transport: Incus, Settings: join(common, tofu, overIncus, incusRemote), Coordinates: []coordinates.Coordinate{hostingEnv},
+	{Name: "tf-incus", Summary: "make each node's Incus instance and deploy it through the Incus API, in OpenTofu state",
+		Transport: Incus, Settings: join(common, tofu, overIncus, incusRemote), Coordinates: []coordinates.Coordinate{hostingEnv},
 		Runner: RunnerTofu, Verbs: tofuVerbs},
-	{Name: "tf-incus-operator", Transport: Incus, Settings: join(common, tofu, incusRemote, operator),
+	{Name: "tf-incus-operator", Summary: "tf-incus plus a tenant's Incus project, DNS records and workload identities",
+		Transport: Incus, Settings: join(common, tofu, incusRemote, operator),
 		Coordinates: []coordinates.Coordinate{hostingEnv, dnsDomain}, TenantsOnly: true,
 		Runner: RunnerTofu, Verbs: tofuVerbs},
 }

@@ -3,11 +3,11 @@ package cli
 
 import (
 	"fmt"
-	"github.com/switchyard-nix/switchyard/exitcode"
 	"io"
 	"os"
 	"runtime/debug"
 
+	"github.com/switchyard-nix/switchyard/exitcode"
 	"github.com/switchyard-nix/switchyard/plan/method"
 )
 

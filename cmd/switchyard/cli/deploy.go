@@ -5,17 +5,15 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/switchyard-nix/switchyard/transports"
 	"io"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
 
+	"github.com/switchyard-nix/switchyard/console"
 	"github.com/switchyard-nix/switchyard/effects"
-	"github.com/switchyard-nix/switchyard/transports/incus"
-	"github.com/switchyard-nix/switchyard/transports/shell"
-	"github.com/switchyard-nix/switchyard/transports/ssh"
+	"github.com/switchyard-nix/switchyard/transports"
 )
 
 // multiFlag is a repeatable string flag.
@@ -101,7 +99,7 @@ func runDeploy(args []string, stdout, stderr io.Writer, getenv func(string) stri
 		node = f.node
 	}
 
-	var out Output = newTextOutput(stdout, stderr)
+	var out Output = console.NewText(stdout, stderr)
 	if f.output == "json" {
 		out = newJSONOutput(stdout)
 	}
@@ -119,38 +117,20 @@ func runDeploy(args []string, stdout, stderr io.Writer, getenv func(string) stri
 // newTransport builds the transport the flags name (through transports.Open), and
 // the node's default name.
 func newTransport(f deployFlags) (effects.Transport, string, error) {
-	var spec transports.Spec
-	var name string
-	switch f.transport {
-	case "ssh":
-		user, host, port, err := ssh.ParseTarget(f.target)
-		if err != nil {
-			return nil, "", fmt.Errorf("--target: %w", err)
-		}
-		spec = transports.Spec{Kind: transports.SSH, SSH: ssh.Config{User: user, Host: host, Port: port,
-			KnownHostsFile: f.knownHosts, KeyFiles: f.sshKeys, SSHConfigFile: f.sshConfig}}
-		name = host
-	case "shell":
-		if f.hooks == "" {
-			return nil, "", errors.New("--transport shell needs --hooks FILE")
-		}
-		spec, name = transports.Spec{Kind: transports.Shell, Shell: shell.Config{Hooks: f.hooks}}, "node"
-	case "incus":
-		remote, instance, err := incus.ParseTarget(f.target)
-		if err != nil {
-			return nil, "", fmt.Errorf("--target: %w", err)
-		}
-		spec = transports.Spec{Kind: transports.Incus, Incus: incus.Config{Instance: instance, Project: f.project, Remote: remote}}
-		name = instance
-	default:
+	spec, name, err := transports.ParseTarget(transports.Kind(f.transport), f.target)
+	switch {
+	case errors.Is(err, transports.ErrUnknownKind):
 		return nil, "", errors.New("--transport: want ssh, incus or shell")
+	case err != nil:
+		return nil, "", fmt.Errorf("--target: %w", err)
+	case spec.Kind == transports.Shell && f.hooks == "":
+		return nil, "", errors.New("--transport shell needs --hooks FILE")
 	}
+	spec.SSH.KnownHostsFile, spec.SSH.KeyFiles, spec.SSH.SSHConfigFile = f.knownHosts, f.sshKeys, f.sshConfig
+	spec.Incus.Project, spec.Shell.Hooks = f.project, f.hooks
 	t, err := transports.Open(spec)
-	if err != nil && f.transport == "shell" {
+	if err != nil && spec.Kind == transports.Shell {
 		return nil, "", fmt.Errorf("--hooks: %w", err)
 	}
-	if err != nil {
-		return nil, "", err
-	}
-	return t, name, nil
+	return t, name, err
 }

@@ -12,8 +12,8 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/switchyard-nix/switchyard/console"
 	"github.com/switchyard-nix/switchyard/methods"
-	"github.com/switchyard-nix/switchyard/plan"
 	"github.com/switchyard-nix/switchyard/plan/method"
 )
 
@@ -72,9 +72,6 @@ func parseMethodFlags(verb string, args []string) (methodFlags, error) {
 		return f, fmt.Errorf("--tree: %w", err)
 	}
 	f.tree = abs
-	if f.stateDir == "" {
-		f.stateDir = plan.DefaultStateDir(f.tree)
-	}
 	return f, nil
 }
 
@@ -102,13 +99,13 @@ func runMethod(name string, args []string, e env) int {
 	req := methods.Request{Method: name, Verb: verb, Tree: f.tree, Group: f.group, Nodes: f.nodes,
 		StateDir: f.stateDir, Parallel: f.parallel, PlanIn: f.planIn, PlanOut: f.planOut, TofuArgs: f.tofuArgs,
 		Offline: f.offline, Getenv: e.getenv, Stdin: e.stdin, Stdout: e.stdout, Stderr: e.stderr, JSON: f.output == "json"}
-	var out Output = newTextOutput(e.stdout, e.stderr)
+	var out Output = console.NewText(e.stdout, e.stderr)
 	if req.JSON {
 		out = newJSONOutput(e.stdout)
 	}
 	var err error
 	if verb != "schema" {
-		req.Deployment, err = submission(f.deployment, e)
+		req.Deployment, err = methods.Submission(f.deployment, e.getenv, e.stdin)
 	}
 	if err == nil {
 		code, err = methods.Run(ctx, req, out)
@@ -125,24 +122,4 @@ func runMethod(name string, args []string, e env) int {
 		}
 	}
 	return code
-}
-
-// submission reads the DEPLOYMENT bytes: --deployment FILE or - (stdin), else the
-// DEPLOYMENT variable; none at all means the baked configuration.
-func submission(file string, e env) ([]byte, error) {
-	switch file {
-	case "":
-		return []byte(e.getenv("DEPLOYMENT")), nil
-	case "-":
-		b, err := io.ReadAll(e.stdin)
-		if err != nil {
-			return nil, fmt.Errorf("--deployment: reading stdin: %w", err)
-		}
-		return b, nil
-	}
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return nil, fmt.Errorf("--deployment: %w: %w", errors.Unwrap(err), methods.ErrRefused)
-	}
-	return b, nil
 }

@@ -21,38 +21,6 @@ import (
 // isHelpArg reports whether arg asks for help, as the flag package understands it.
 func isHelpArg(arg string) bool { return arg == "-h" || arg == "--help" || arg == "-help" }
 
-// methodSummaries are the methods' one-line descriptions (SPEC 1); a test checks that
-// every registered method has one.
-var methodSummaries = map[string]string{
-	"ssh":               "deploy over SSH to machines that exist; no state (receipts only)",
-	"tf":                "deploy over SSH inside an OpenTofu graph whose state holds one resource per node",
-	"tf-incus":          "make each node's Incus instance and deploy it through the Incus API, in OpenTofu state",
-	"tf-incus-operator": "tf-incus plus a tenant's Incus project, DNS records and workload identities",
-}
-
-// verbSummaries are the verbs' one-line descriptions (SPEC 2); a test checks that every
-// verb of every method has one.
-var verbSummaries = map[string]string{
-	"apply":   "deploy the nodes (all, or --group/--node) and judge each one",
-	"plan":    "compute the nodes' plans and say which would be deployed (nixos_conf)",
-	"verdict": "judge the nodes as they run: the verdict-only pass (DEPLOY_VERDICT_ONLY=1 apply)",
-	"names":   "print the tree's groups and nodes as JSON",
-	"schema":  "print what a DEPLOYMENT may set for this method, as JSON",
-	"destroy": "destroy what the state holds (tf forgets the nodes and never touches them; the Incus methods delete their instances)",
-	"refresh": "read the resources back into OpenTofu's state",
-	"run":     "run OpenTofu with the arguments after -- in the method's working directory",
-}
-
-// verbReadsDeployVars says whether a verb runs the deploy body or its evaluation and so
-// reads the DEPLOY_* variables (run: `run -- apply` deploys through the provider).
-func verbReadsDeployVars(verb string) bool {
-	switch verb {
-	case "apply", "plan", "verdict", "run":
-		return true
-	}
-	return false
-}
-
 func writeMainUsage(w io.Writer) {
 	fmt.Fprint(w, `switchyard deploys NixOS configurations to fleets of nodes and judges, per node, whether it really came up.
 
@@ -65,8 +33,8 @@ usage:
 methods:
 `)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	for _, name := range method.Names() {
-		fmt.Fprintf(tw, "  %s\t%s\n", name, methodSummaries[name])
+	for _, m := range method.All() {
+		fmt.Fprintf(tw, "  %s\t%s\n", m.Name, m.Summary)
 	}
 	_ = tw.Flush()
 	fmt.Fprint(w, `
@@ -91,10 +59,10 @@ and judge the node. Give one of --toplevel, --drv or --expr (none with DEPLOY_VE
 }
 
 func writeMethodUsage(w io.Writer, m method.Method) {
-	fmt.Fprintf(w, "usage: switchyard %s <verb> [flags]\n\n%s: %s.\n\nverbs:\n", m.Name, m.Name, methodSummaries[m.Name])
+	fmt.Fprintf(w, "usage: switchyard %s <verb> [flags]\n\n%s: %s.\n\nverbs:\n", m.Name, m.Name, m.Summary)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for _, v := range m.Verbs {
-		fmt.Fprintf(tw, "  %s\t%s\n", v, verbSummaries[v])
+		fmt.Fprintf(tw, "  %s\t%s\n", v, method.VerbSummary(v))
 	}
 	_ = tw.Flush()
 	fmt.Fprintf(w, "\nRun 'switchyard %s <verb> --help' for a verb's flags.\n", m.Name)
@@ -105,13 +73,13 @@ func writeVerbUsage(w io.Writer, m method.Method, verb string) {
 	if verb == "run" {
 		tail = " [flags] -- <tofu args>"
 	}
-	fmt.Fprintf(w, "usage: switchyard %s %s%s\n\n%s %s: %s.\n", m.Name, verb, tail, m.Name, verb, verbSummaries[verb])
+	fmt.Fprintf(w, "usage: switchyard %s %s%s\n\n%s %s: %s.\n", m.Name, verb, tail, m.Name, verb, method.VerbSummary(verb))
 	var f methodFlags
 	writeFlags(w, methodFlagSet(verb, &f))
 	if verb != "schema" {
 		fmt.Fprint(w, "\nenvironment:\n  DEPLOYMENT  the submission (JSON), when --deployment is not given; unset: the tree's own configuration\n")
 	}
-	if verbReadsDeployVars(verb) {
+	if method.VerbDeploys(verb) {
 		writeDeployVars(w)
 	}
 }

@@ -57,11 +57,18 @@ func New(socket string) *Client {
 		return d.DialContext(ctx, "unix", socket)
 	}
 	// The host part of the URLs is never resolved: every connection goes to the socket.
+	// No connection is kept idle: incusd's unix socket listener (Incus 6.0's
+	// StarttlsListener) peeks at each connection's first bytes inside Accept, so a
+	// connection that stays silent stops the daemon from accepting anyone else's
+	// until it closes (canonical/lxd#18705, fixed there by PR #18819). net/http keeps a
+	// connection it dialed for a request that another connection served, unused and
+	// silent, in the idle pool; with keep-alives off it closes it instead. A local
+	// connection per request costs next to nothing.
 	return &Client{
 		where:    socket,
 		httpBase: "http://incus",
 		wsBase:   "ws://incus",
-		http:     &http.Client{Transport: &http.Transport{DialContext: dial, MaxIdleConns: 4}},
+		http:     &http.Client{Transport: &http.Transport{DialContext: dial, DisableKeepAlives: true}},
 		ws:       &websocket.Dialer{NetDialContext: dial},
 	}
 }

@@ -1,4 +1,4 @@
-package cli
+package console
 
 import (
 	"bytes"
@@ -8,12 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchyard-nix/switchyard/console"
 	"github.com/switchyard-nix/switchyard/effects"
 	"github.com/switchyard-nix/switchyard/verdict"
 )
 
-// screen is a fake terminal: it applies what textOutput writes (text, \n, \r, cursor
+// screen is a fake terminal: it applies what Text writes (text, \n, \r, cursor
 // up ESC[nA, erase line ESC[K, erase below ESC[J) to rows, so a test reads what a
 // person would see. stdout and stderr both write to it, as on a real terminal.
 type screen struct {
@@ -88,7 +87,7 @@ func TestTerminalProgress(t *testing.T) {
 	scr := &screen{}
 	now := time.Unix(1000, 0)
 	clock := func() time.Time { return now }
-	o := newTextOutputOn(scr, scr, &console.Terminal{Width: func() int { return 60 }, Now: clock})
+	o := NewTextOn(scr, scr, &Terminal{Width: func() int { return 60 }, Now: clock})
 
 	o.Phase("web1", "build", effects.PhaseStart, 0)
 	o.Phase("web10", "build", effects.PhaseStart, 0)
@@ -150,7 +149,7 @@ func TestTerminalProgressTicks(t *testing.T) {
 	var mu sync.Mutex
 	now := time.Unix(1000, 0)
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	o := newTextOutputOn(scr, scr, &console.Terminal{Now: clock, Tick: 5 * time.Millisecond})
+	o := NewTextOn(scr, scr, &Terminal{Now: clock, Tick: 5 * time.Millisecond})
 	o.Phase("web1", "push", effects.PhaseStart, 0)
 	mu.Lock()
 	now = now.Add(7 * time.Second)
@@ -178,7 +177,7 @@ func TestTerminalProgressTicks(t *testing.T) {
 // no escape sequence.
 func TestNotTerminalProgress(t *testing.T) {
 	var stdout, stderr bytes.Buffer
-	o := newTextOutputOn(&stdout, &stderr, nil)
+	o := NewTextOn(&stdout, &stderr, nil)
 	o.Phase("web1", "build", effects.PhaseStart, 0)
 	o.Phase("web1", "build", effects.PhaseDone, time.Second)
 	o.Copied("web1", 10)

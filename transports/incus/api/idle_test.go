@@ -1,0 +1,109 @@
+package api_test
+
+import (
+	"bufio"
+	"context"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/switchyard-nix/switchyard/transports/incus/api"
+)
+
+// peekingListener accepts as incusd's unix socket does (Incus 6.0's
+// StarttlsListener): Accept reads a connection's first bytes before it returns it,
+// so while one accepted connection stays silent nobody else is accepted.
+type peekingListener struct {
+	net.Listener
+	open atomic.Int64 // connections accepted and not yet closed
+}
+
+func (l *peekingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	l.open.Add(1)
+	r := bufio.NewReader(c)
+	_, _ = r.Peek(8) // blocks while the client says nothing
+	return &peekedConn{Conn: c, r: r, l: l}, nil
+}
+
+type peekedConn struct {
+	net.Conn
+	r    *bufio.Reader
+	l    *peekingListener
+	once sync.Once
+}
+
+func (c *peekedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+func (c *peekedConn) Close() error {
+	c.once.Do(func() { c.l.open.Add(-1) })
+	return c.Conn.Close()
+}
+
+// The client leaves no connection open to the daemon's unix socket once its
+// requests are answered. A connection left idle (net/http keeps the one it dialed
+// for a request another connection served, never used) stops incusd 6.0 from
+// accepting anyone else: the whole host's Incus hung in CI that way, with the
+// testbed's client holding one such connection while tf-incus-operator created a
+// project. The answer is the daemon's own, recorded from the test bed.
+func TestNoConnectionLeftOpen(t *testing.T) {
+	answer, err := os.ReadFile("testdata/project-default.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(t.TempDir(), "unix.socket")
+	ul, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &peekingListener{Listener: ul}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(time.Millisecond) // long enough for requests to overlap
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(answer)
+	})}
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { _ = srv.Close() })
+
+	c := api.New(sock)
+	t.Cleanup(c.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, 128)
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 4 {
+				p, err := c.Project(ctx, "default")
+				if err == nil && p.Name != "default" {
+					t.Errorf("project %q, want default", p.Name)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("a request failed (the accept loop was stopped by a silent connection?): %v", err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for l.open.Load() > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := l.open.Load(); n > 0 {
+		t.Errorf("%d connections left open to the daemon after every answer: a silent one stops incusd 6.0 accepting", n)
+	}
+}
