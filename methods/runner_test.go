@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/switchyard-nix/switchyard/effects"
+	"github.com/switchyard-nix/switchyard/effects/effectstest"
 	"github.com/switchyard-nix/switchyard/plan"
 	"github.com/switchyard-nix/switchyard/tofu"
 	"github.com/switchyard-nix/switchyard/verdict"
@@ -221,13 +222,13 @@ func TestTallyApply(t *testing.T) {
 		{"OpenTofu failed, verdicts fine", nil, both, errors.New("exit status 1"), nil, ExitInfra, []int{2, 2, 0, 3}, nil},
 		{"the state unreadable", nil, both, nil, errors.New("state: bad"), ExitInfra, []int{2, 2, 0, 3}, nil},
 	} {
-		rep := &fakeReporter{}
+		rep := &effectstest.Events{}
 		code := tallyApply(rep, "tf", p.Nodes, tc.before, tc.after, tc.applyErr, tc.readErr)
-		if code != tc.code || !slices.Equal(rep.summary, tc.summary) {
-			t.Errorf("%s: exit %d, summary %v; want %d, %v", tc.name, code, rep.summary, tc.code, tc.summary)
+		if code != tc.code || !slices.Equal(rep.Summarized(), tc.summary) {
+			t.Errorf("%s: exit %d, summary %v; want %d, %v", tc.name, code, rep.Summarized(), tc.code, tc.summary)
 		}
 		var unchanged []string
-		for _, v := range rep.verdicts {
+		for _, v := range rep.Verdicts() {
 			if v.Switch.Result == verdict.SwitchUnchanged {
 				unchanged = append(unchanged, v.Node)
 			}
@@ -240,12 +241,12 @@ func TestTallyApply(t *testing.T) {
 
 // sshFleet is the ssh runner over fake nodes: each node's transport is nodes[name]
 // (a missing one is refused), evaluation and the outputs' query are local fakes.
-func sshFleet(t *testing.T, nodes map[string]*fakeTransport, names ...string) (*fleet, *fakeReporter, *int) {
+func sshFleet(t *testing.T, nodes map[string]*effectstest.Node, names ...string) (*fleet, *effectstest.Events, *int) {
 	d, p := testPlan("ssh", nil, names...)
 	for _, n := range p.Nodes {
 		n.Dir = t.TempDir()
 	}
-	rep := &fakeReporter{}
+	rep := &effectstest.Events{}
 	dialed := 0
 	f := &fleet{m: d.Method, d: d, s: d.Typed(), p: p, out: rep, cfg: effects.Config{}}
 	f.open = func(n *plan.Node) (effects.Transport, error) {
@@ -270,7 +271,7 @@ func sshFleet(t *testing.T, nodes map[string]*fakeTransport, names ...string) (*
 func TestSSHPlan(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
-		nodes   map[string]*fakeTransport
+		nodes   map[string]*effectstest.Node
 		names   []string
 		offline bool
 		code    int
@@ -278,9 +279,9 @@ func TestSSHPlan(t *testing.T) {
 		dialed  int
 	}{
 		{"one runs its toplevel, one does not",
-			map[string]*fakeTransport{"web1": {current: "/nix/store/web1-system"}, "web2": {current: "/nix/store/old-system"}},
+			map[string]*effectstest.Node{"web1": {Current: "/nix/store/web1-system"}, "web2": {Current: "/nix/store/old-system"}},
 			[]string{"web1", "web2"}, false, ExitOK, map[string]bool{"web1": false, "web2": true}, 2},
-		{"unreachable", map[string]*fakeTransport{"web1": {err: fmt.Errorf("dial: %w", effects.ErrUnreachable)}},
+		{"unreachable", map[string]*effectstest.Node{"web1": {Unreachable: true}},
 			[]string{"web1"}, false, ExitInfra, map[string]bool{"web1": true}, 1},
 		{"transport refused", nil, []string{"web1"}, false, ExitRefused, map[string]bool{"web1": true}, 1},
 		{"evaluation failed", nil, []string{"broken"}, false, ExitInfra, map[string]bool{"broken": true}, 0},
@@ -294,8 +295,8 @@ func TestSSHPlan(t *testing.T) {
 		if err != nil || code != tc.code {
 			t.Errorf("%s: exit %d, %v; want %d", tc.name, code, err, tc.code)
 		}
-		if fmt.Sprint(rep.plans) != fmt.Sprint(tc.changed) || *dialed != tc.dialed {
-			t.Errorf("%s: plans %v, dialed %d; want %v, %d", tc.name, rep.plans, *dialed, tc.changed, tc.dialed)
+		if fmt.Sprint(rep.Plans()) != fmt.Sprint(tc.changed) || *dialed != tc.dialed {
+			t.Errorf("%s: plans %v, dialed %d; want %v, %d", tc.name, rep.Plans(), *dialed, tc.changed, tc.dialed)
 		}
 		var saved savedPlan
 		if b, err := os.ReadFile(out); err != nil || json.Unmarshal(b, &saved) != nil || len(saved.Nodes) != len(tc.names) {
@@ -309,17 +310,17 @@ func TestSSHDeployRefusedTransport(t *testing.T) {
 	if code := f.deploy(context.Background(), false); code != ExitRefused {
 		t.Errorf("exit %d, want %d", code, ExitRefused)
 	}
-	if !slices.Equal(rep.summary, []int{2, 0, 2, ExitRefused}) || *dialed != 2 || len(rep.verdicts) != 0 {
-		t.Errorf("summary %v, dialed %d, verdicts %v", rep.summary, *dialed, rep.verdicts)
+	if !slices.Equal(rep.Summarized(), []int{2, 0, 2, ExitRefused}) || *dialed != 2 || len(rep.Verdicts()) != 0 {
+		t.Errorf("summary %v, dialed %d, verdicts %v", rep.Summarized(), *dialed, rep.Verdicts())
 	}
-	if len(rep.logs) != 2 || !strings.HasPrefix(rep.logs[0], "error web1: wait: ") {
-		t.Errorf("logs %q: want one error per node naming it and the phase", rep.logs)
+	if len(rep.Logs()) != 2 || !strings.HasPrefix(rep.Logs()[0], "error web1: wait: ") {
+		t.Errorf("logs %q: want one error per node naming it and the phase", rep.Logs())
 	}
 }
 
 func TestRunRefusesUnknownMethodOrVerb(t *testing.T) {
 	for _, req := range []Request{{Method: "nope", Verb: "apply"}, {Method: "ssh", Verb: "destroy"}, {Method: "tf", Verb: "frob"}} {
-		code, err := Run(context.Background(), req, &fakeReporter{})
+		code, err := Run(context.Background(), req, &effectstest.Events{})
 		if code != ExitRefused || !errors.Is(err, ErrRefused) {
 			t.Errorf("%s %s: exit %d, %v", req.Method, req.Verb, code, err)
 		}

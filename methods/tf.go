@@ -321,12 +321,11 @@ func (r *tfRun) events() (io.WriteCloser, func()) {
 		sc := bufio.NewScanner(pr)
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
 		for sc.Scan() {
-			node, level, msg, ok := tofu.LogLine(sc.Bytes())
-			if ok && isLockMessage(msg) {
-				r.locked.Store(true)
-			}
-			if ok {
-				r.out.Log(node, level, msg)
+			if l, ok := tofu.LogLine(sc.Bytes()); ok {
+				if l.Locked {
+					r.locked.Store(true)
+				}
+				r.out.Log(l.Node, l.Level, l.Msg)
 			}
 		}
 		io.Copy(io.Discard, pr)
@@ -552,22 +551,17 @@ func targets[O any](ts []*tfexec.TargetOption) []O {
 }
 
 // ErrStateLocked is a run refused because another run holds the OpenTofu state's
-// lock; it wraps ErrRefused (exit 2): nothing was changed by this run.
-var ErrStateLocked = fmt.Errorf("the OpenTofu state is locked by another run (try again when it has finished): %w", ErrRefused)
+// lock (tofu.ErrStateLocked); the error wraps ErrRefused too (exit 2): nothing was
+// changed by this run.
+var ErrStateLocked = tofu.ErrStateLocked
 
-// lockMessage is OpenTofu's "Error acquiring the state lock", the only sign it gives
-// of a held lock: isLockMessage is the one place that reads it.
-const lockMessage = "acquiring the state lock"
-
-func isLockMessage(s string) bool { return strings.Contains(s, lockMessage) }
-
-// lockRefusal is ErrStateLocked when OpenTofu failed (err) on the state lock, seen in
-// its -json stream (locked) or its error; nil otherwise.
+// lockRefusal is the refusal of a run whose OpenTofu failed (err) on the state lock,
+// as its -json stream said (locked) or err says; nil otherwise.
 func lockRefusal(locked bool, err error) error {
-	if err == nil || !(locked || isLockMessage(err.Error())) {
+	if tofu.LockError(locked, err) == nil && !errors.Is(err, tofu.ErrStateLocked) {
 		return nil
 	}
-	return fmt.Errorf("refused: %w", ErrStateLocked)
+	return fmt.Errorf("refused: %w: %w", ErrStateLocked, ErrRefused)
 }
 
 func lastLines(s string, n int) string {

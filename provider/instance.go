@@ -442,9 +442,13 @@ func (r *instance) Delete(ctx context.Context, req resource.DeleteRequest, resp 
 	}
 	if inst.Status != api.StatusStopped {
 		err := r.c.SetState(ctx, project, name, "stop", true)
-		if err != nil && !api.IsNotFound(err) && !strings.Contains(strings.ToLower(err.Error()), "already stopped") {
-			fail("stop", err)
-			return
+		if err != nil && !api.IsNotFound(err) {
+			// It may have stopped on its own meanwhile: Incus refuses to stop a
+			// stopped instance. The state says, not the refusal's words.
+			if now, rerr := r.c.Instance(ctx, project, name); rerr != nil || now.Status != api.StatusStopped {
+				fail("stop", err)
+				return
+			}
 		}
 	}
 	if err := r.c.DeleteInstance(ctx, project, name); err != nil && !api.IsNotFound(err) {

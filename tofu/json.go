@@ -16,10 +16,18 @@ func InitOptions() []tfexec.InitOption {
 	return []tfexec.InitOption{tfexec.Upgrade(true), tfexec.Reconfigure(true)}
 }
 
-// LogLine reads one line of OpenTofu's -json output: the node it concerns (if
-// any), its level and message. ok is false for a line that is not a log message.
-func LogLine(line []byte) (node, level, msg string, ok bool) {
-	var l struct {
+// Line is one log message of OpenTofu's -json output.
+type Line struct {
+	Node   string // the node it concerns, "" for none
+	Level  string // error, warn or info
+	Msg    string // "tofu: ..." or "<node>: tofu: ..."
+	Locked bool   // the diagnostic of a state lock held by another run
+}
+
+// LogLine reads one line of OpenTofu's -json output. ok is false for a line that is
+// not a log message.
+func LogLine(line []byte) (l Line, ok bool) {
+	var j struct {
 		Level   string `json:"@level"`
 		Message string `json:"@message"`
 		Type    string `json:"type"`
@@ -35,33 +43,35 @@ func LogLine(line []byte) (node, level, msg string, ok bool) {
 		} `json:"change"`
 		Diagnostic struct {
 			Address string `json:"address"`
+			Summary string `json:"summary"`
 			Detail  string `json:"detail"`
 		} `json:"diagnostic"`
 	}
-	if err := json.Unmarshal(line, &l); err != nil || l.Message == "" {
-		return "", "", "", false
+	if err := json.Unmarshal(line, &j); err != nil || j.Message == "" {
+		return Line{}, false
 	}
-	for _, a := range []string{l.Hook.Resource.Addr, l.Change.Resource.Addr, l.Diagnostic.Address} {
+	for _, a := range []string{j.Hook.Resource.Addr, j.Change.Resource.Addr, j.Diagnostic.Address} {
 		if n := NodeOf(a); n != "" {
-			node = n
+			l.Node = n
 			break
 		}
 	}
-	level = l.Level
-	switch level {
+	l.Level = j.Level
+	switch l.Level {
 	case "error", "warn", "info":
 	default:
-		level = "info"
+		l.Level = "info"
 	}
-	if d := strings.TrimSpace(l.Diagnostic.Detail); d != "" {
-		l.Message += " (" + strings.Join(strings.Fields(d), " ") + ")"
+	l.Locked = j.Type == "diagnostic" && j.Diagnostic.Summary == lockSummary
+	if d := strings.TrimSpace(j.Diagnostic.Detail); d != "" {
+		j.Message += " (" + strings.Join(strings.Fields(d), " ") + ")"
 	}
-	if node != "" {
-		msg = node + ": tofu: " + l.Message
+	if l.Node != "" {
+		l.Msg = l.Node + ": tofu: " + j.Message
 	} else {
-		msg = "tofu: " + l.Message
+		l.Msg = "tofu: " + j.Message
 	}
-	return node, level, msg, true
+	return l, true
 }
 
 // Deployments reads the switchyard_deployment instances of a state as `state pull`

@@ -385,7 +385,7 @@ func EmptyState(v string) ([]byte, error) {
 // Seed gives the backend an empty state when it holds none, so that the first
 // run's self-read (SelfRead) finds a state instead of failing. A state that exists
 // is never touched. The push takes the state lock, so a run holding it makes Seed
-// fail with OpenTofu's lock error.
+// fail with ErrStateLocked.
 func (w *Workspace) Seed(ctx context.Context, tf *tfexec.Terraform, v string) error {
 	if w.Backend.Kind == "local" {
 		// Cheap case: no OpenTofu process when the state file is there.
@@ -419,8 +419,11 @@ func (w *Workspace) Seed(ctx context.Context, tf *tfexec.Terraform, v string) er
 	}
 	defer os.Remove(file)
 	if err := tf.StatePush(ctx, file); err != nil {
+		if lerr := LockError(false, err); lerr != nil {
+			return lerr
+		}
 		// Another run may have seeded it first (its lineage differs from ours).
-		if ok, _ := held(); ok && !strings.Contains(err.Error(), "state lock") {
+		if ok, _ := held(); ok {
 			return nil
 		}
 		return err

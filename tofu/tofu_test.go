@@ -1,7 +1,9 @@
 package tofu
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -188,16 +190,47 @@ func TestPrepare(t *testing.T) {
 }
 
 func TestLogLine(t *testing.T) {
-	node, level, msg, ok := LogLine([]byte(`{"@level":"info","@message":"switchyard_deployment.node[\"web1\"]: Creating...","type":"apply_start","hook":{"resource":{"addr":"switchyard_deployment.node[\"web1\"]"}}}`))
-	if !ok || node != "web1" || level != "info" || msg != `web1: tofu: switchyard_deployment.node["web1"]: Creating...` {
-		t.Errorf("apply_start: %q %q %q %v", node, level, msg, ok)
+	l, ok := LogLine([]byte(`{"@level":"info","@message":"switchyard_deployment.node[\"web1\"]: Creating...","type":"apply_start","hook":{"resource":{"addr":"switchyard_deployment.node[\"web1\"]"}}}`))
+	if !ok || l.Node != "web1" || l.Level != "info" || l.Msg != `web1: tofu: switchyard_deployment.node["web1"]: Creating...` || l.Locked {
+		t.Errorf("apply_start: %+v %v", l, ok)
 	}
-	node, level, msg, ok = LogLine([]byte(`{"@level":"error","@message":"Error: Error acquiring the state lock","type":"diagnostic","diagnostic":{"severity":"error"}}`))
-	if !ok || node != "" || level != "error" || msg != "tofu: Error: Error acquiring the state lock" {
-		t.Errorf("diagnostic: %q %q %q %v", node, level, msg, ok)
+	// OpenTofu 1.10's diagnostic for a held lock, recorded on the test bed.
+	raw, err := os.ReadFile("testdata/lock-diagnostic.jsonl")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, _, _, ok := LogLine([]byte("not json")); ok {
+	l, ok = LogLine(bytes.TrimSpace(raw))
+	if !ok || l.Node != "" || l.Level != "error" || !strings.HasPrefix(l.Msg, "tofu: Error: Error acquiring the state lock (Error message: ") || !l.Locked {
+		t.Errorf("lock diagnostic: %+v %v", l, ok)
+	}
+	if _, ok := LogLine([]byte("not json")); ok {
 		t.Error("non-JSON line taken")
+	}
+}
+
+// A failure is the state lock when the -json stream said so or the error output
+// (stderr, as terraform-exec wraps it) has the lock's diagnostic; nothing else is.
+func TestLockError(t *testing.T) {
+	other := errors.New("exit status 1")
+	stderr := errors.New("exit status 1\n\nError: Error acquiring the state lock\n\nError message: resource temporarily unavailable")
+	for _, tc := range []struct {
+		name    string
+		sawLock bool
+		err     error
+		want    bool
+	}{
+		{"no error", true, nil, false},
+		{"another failure", false, other, false},
+		{"the -json stream's diagnostic", true, other, true},
+		{"the error output", false, stderr, true},
+	} {
+		err := LockError(tc.sawLock, tc.err)
+		if got := errors.Is(err, ErrStateLocked); got != tc.want {
+			t.Errorf("%s: %v, want locked=%v", tc.name, err, tc.want)
+		}
+		if tc.want && !errors.Is(err, tc.err) {
+			t.Errorf("%s: %v does not wrap OpenTofu's error", tc.name, err)
+		}
 	}
 }
 
@@ -234,9 +267,9 @@ func TestStateAndPlanReading(t *testing.T) {
 }
 
 func TestLogLineDiagnosticDetail(t *testing.T) {
-	_, _, msg, _ := LogLine([]byte(`{"@level":"error","@message":"Error: web1: verdict failed (exit 3)","type":"diagnostic","diagnostic":{"severity":"error","detail":"web1: wait:\nunreachable","address":"switchyard_deployment.node[\"web1\"]"}}`))
-	if msg != "web1: tofu: Error: web1: verdict failed (exit 3) (web1: wait: unreachable)" {
-		t.Errorf("msg %q", msg)
+	line, _ := LogLine([]byte(`{"@level":"error","@message":"Error: web1: verdict failed (exit 3)","type":"diagnostic","diagnostic":{"severity":"error","detail":"web1: wait:\nunreachable","address":"switchyard_deployment.node[\"web1\"]"}}`))
+	if line.Msg != "web1: tofu: Error: web1: verdict failed (exit 3) (web1: wait: unreachable)" {
+		t.Errorf("line.Msg %q", line.Msg)
 	}
 }
 

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -186,12 +188,17 @@ func (n *Node) RevertBootloader(ctx context.Context) error {
 	return nil
 }
 
-// Events is an effects.Reporter that records what the body reports, in order:
-// "<phase>:<state>" for each phase event and "VERDICT" for the verdict.
+// Events is a Reporter that records what a run reports: "<phase>:<state>" for each
+// phase event and "VERDICT" for each verdict, in order, and the logs, verdicts, plan
+// findings and summary of the methods' runners (methods.Reporter).
 type Events struct {
-	mu      sync.Mutex
-	list    []string
-	verdict verdict.Verdict
+	mu       sync.Mutex
+	list     []string
+	verdict  verdict.Verdict
+	logs     []string
+	verdicts []verdict.Verdict
+	plans    map[string]bool // node to changed
+	summary  []int           // nodes, ok, failed, exit code
 }
 
 var _ effects.Reporter = (*Events)(nil)
@@ -202,13 +209,61 @@ func (e *Events) Phase(node, phase string, state effects.PhaseState, elapsed tim
 	e.list = append(e.list, phase+":"+string(state))
 }
 
-func (e *Events) Log(node, level, msg string) {}
+func (e *Events) Log(node, level, msg string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.logs = append(e.logs, level+" "+msg)
+}
 
 func (e *Events) Verdict(v verdict.Verdict) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.list = append(e.list, "VERDICT")
 	e.verdict = v
+	e.verdicts = append(e.verdicts, v)
+}
+
+func (e *Events) Plan(node, nixosConf string, changed bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.plans == nil {
+		e.plans = map[string]bool{}
+	}
+	e.plans[node] = changed
+}
+
+func (e *Events) Summary(nodes, ok, failed, exitCode int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.summary = []int{nodes, ok, failed, exitCode}
+}
+
+// Logs is every log line, "<level> <msg>", in order.
+func (e *Events) Logs() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]string(nil), e.logs...)
+}
+
+// Verdicts is every verdict reported, in order.
+func (e *Events) Verdicts() []verdict.Verdict {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]verdict.Verdict(nil), e.verdicts...)
+}
+
+// Plans is the plan verb's findings: node to whether it would be deployed.
+func (e *Events) Plans() map[string]bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return maps.Clone(e.plans)
+}
+
+// Summarized is the closing summary: nodes, ok, failed, exit code (nil before).
+func (e *Events) Summarized() []int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.summary)
 }
 
 // List is every event recorded, in order.

@@ -11,14 +11,6 @@ import (
 	"github.com/switchyard-nix/switchyard/plan/method"
 )
 
-// Exit codes of SPEC 2.1, as package exitcode has them.
-const (
-	ExitOK      = exitcode.OK
-	ExitVerdict = exitcode.Verdict
-	ExitRefused = exitcode.Refused
-	ExitInfra   = exitcode.Infra
-)
-
 // Version is set at link time (-ldflags "-X .../cli.Version=v1.2.3"); otherwise it is
 // taken from the module's build information.
 var Version = ""
@@ -34,18 +26,18 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	case cmd == "version":
 		if len(args) == 2 && isHelpArg(args[1]) {
 			writeVersionUsage(stdout)
-			return ExitOK
+			return exitcode.OK
 		}
 		if len(args) != 1 {
 			return refuse(stderr, "switchyard version: takes no arguments", writeVersionUsage)
 		}
 		fmt.Fprintf(stdout, "switchyard %s\n", version())
-		return ExitOK
+		return exitcode.OK
 	case cmd == "deploy":
 		return runDeploy(args[1:], stdout, stderr, os.Getenv)
 	default:
-		if _, ok := method.Lookup(cmd); ok {
-			return runMethod(cmd, args[1:], env{getenv: os.Getenv, stdin: os.Stdin, stdout: stdout, stderr: stderr})
+		if m, ok := method.Lookup(cmd); ok {
+			return runMethod(m, args[1:], env{getenv: os.Getenv, stdin: os.Stdin, stdout: stdout, stderr: stderr})
 		}
 		return refuse(stderr, fmt.Sprintf("switchyard: unknown command %q", cmd), writeMainUsage)
 	}

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/switchyard-nix/switchyard/exitcode"
 )
 
 func TestVersion(t *testing.T) {
 	var out, errb bytes.Buffer
-	if code := Main([]string{"version"}, &out, &errb); code != ExitOK {
+	if code := Main([]string{"version"}, &out, &errb); code != exitcode.OK {
 		t.Fatalf("version exited %d: %s", code, errb.String())
 	}
 	if !strings.HasPrefix(out.String(), "switchyard ") {
@@ -19,8 +21,8 @@ func TestVersion(t *testing.T) {
 func TestBadInvocationsExit2(t *testing.T) {
 	for _, args := range [][]string{nil, {"frobnicate"}, {"version", "extra"}} {
 		var out, errb bytes.Buffer
-		if code := Main(args, &out, &errb); code != ExitRefused {
-			t.Errorf("%q exited %d, want %d", args, code, ExitRefused)
+		if code := Main(args, &out, &errb); code != exitcode.Refused {
+			t.Errorf("%q exited %d, want %d", args, code, exitcode.Refused)
 		}
 		if out.Len() != 0 {
 			t.Errorf("%q wrote to stdout: %q", args, out.String())

@@ -13,6 +13,8 @@ import (
 
 	"github.com/switchyard-nix/switchyard/console"
 	"github.com/switchyard-nix/switchyard/effects"
+	"github.com/switchyard-nix/switchyard/exitcode"
+	"github.com/switchyard-nix/switchyard/methods"
 	"github.com/switchyard-nix/switchyard/transports"
 )
 
@@ -73,7 +75,7 @@ func runDeploy(args []string, stdout, stderr io.Writer, getenv func(string) stri
 	f, err := parseDeployFlags(args)
 	if errors.Is(err, flag.ErrHelp) {
 		writeDeployUsage(stdout)
-		return ExitOK
+		return exitcode.OK
 	}
 	if err != nil {
 		return refuse(stderr, fmt.Sprintf("switchyard deploy: %v", err), writeDeployUsage)
@@ -81,25 +83,25 @@ func runDeploy(args []string, stdout, stderr io.Writer, getenv func(string) stri
 	cfg, err := effects.ConfigFromEnv(getenv)
 	if err != nil {
 		fmt.Fprintf(stderr, "switchyard deploy: %v\n", err)
-		return ExitRefused
+		return exitcode.Refused
 	}
 	if !cfg.VerdictOnly {
 		if err := f.source.Validate(); err != nil {
 			fmt.Fprintf(stderr, "switchyard deploy: %v\n", err)
-			return ExitRefused
+			return exitcode.Refused
 		}
 	}
 	transport, node, err := newTransport(f)
 	if err != nil {
 		fmt.Fprintf(stderr, "switchyard deploy: %v\n", err)
-		return ExitRefused
+		return exitcode.Refused
 	}
 	defer transport.Close()
 	if f.node != "" {
 		node = f.node
 	}
 
-	var out Output = console.NewText(stdout, stderr)
+	var out methods.Reporter = console.NewText(stdout, stderr)
 	if f.output == "json" {
 		out = newJSONOutput(stdout)
 	}
@@ -107,7 +109,7 @@ func runDeploy(args []string, stdout, stderr io.Writer, getenv func(string) stri
 	defer cancel()
 	res := (&effects.Deploy{Node: node, Transport: transport, Source: f.source, Config: cfg, Reporter: out}).Run(ctx)
 	okCount := 0
-	if res.ExitCode == ExitOK {
+	if res.ExitCode == exitcode.OK {
 		okCount = 1
 	}
 	out.Summary(1, okCount, 1-okCount, res.ExitCode)

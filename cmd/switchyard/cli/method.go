@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/switchyard-nix/switchyard/console"
+	"github.com/switchyard-nix/switchyard/exitcode"
 	"github.com/switchyard-nix/switchyard/methods"
 	"github.com/switchyard-nix/switchyard/plan/method"
 )
@@ -84,22 +85,17 @@ type env struct {
 }
 
 // runMethod is `switchyard <method> <verb>`.
-func runMethod(name string, args []string, e env) int {
-	m, ok := method.Lookup(name)
-	if !ok {
-		fmt.Fprintf(e.stderr, "switchyard: unknown method %q\n", name)
-		return ExitRefused
-	}
+func runMethod(m method.Method, args []string, e env) int {
 	verb, f, code, done := methodArgs(m, args, e.stdout, e.stderr)
 	if done {
 		return code
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
-	req := methods.Request{Method: name, Verb: verb, Tree: f.tree, Group: f.group, Nodes: f.nodes,
+	req := methods.Request{Method: m.Name, Verb: verb, Tree: f.tree, Group: f.group, Nodes: f.nodes,
 		StateDir: f.stateDir, Parallel: f.parallel, PlanIn: f.planIn, PlanOut: f.planOut, TofuArgs: f.tofuArgs,
 		Offline: f.offline, Getenv: e.getenv, Stdin: e.stdin, Stdout: e.stdout, Stderr: e.stderr, JSON: f.output == "json"}
-	var out Output = console.NewText(e.stdout, e.stderr)
+	var out methods.Reporter = console.NewText(e.stdout, e.stderr)
 	if req.JSON {
 		out = newJSONOutput(e.stdout)
 	}
@@ -109,11 +105,11 @@ func runMethod(name string, args []string, e env) int {
 	}
 	if err == nil {
 		code, err = methods.Run(ctx, req, out)
-	} else if code = ExitInfra; errors.Is(err, methods.ErrRefused) {
-		code = ExitRefused
+	} else if code = exitcode.Infra; errors.Is(err, methods.ErrRefused) {
+		code = exitcode.Refused
 	}
 	if err != nil {
-		msg := fmt.Sprintf("switchyard %s %s: %s", name, verb, strings.ReplaceAll(err.Error(), "\n", " "))
+		msg := fmt.Sprintf("switchyard %s %s: %s", m.Name, verb, strings.ReplaceAll(err.Error(), "\n", " "))
 		fmt.Fprintln(e.stderr, msg)
 		if req.JSON && verb != "names" && verb != "schema" {
 			// JSON readers still get a log event and the closing summary.

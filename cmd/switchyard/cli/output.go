@@ -10,14 +10,6 @@ import (
 	"github.com/switchyard-nix/switchyard/verdict"
 )
 
-// Output is a Reporter that also ends the run with a summary.
-type Output interface {
-	effects.Reporter
-	Summary(nodes, ok, failed, exitCode int)
-	// Plan reports what the plan verb found for a node.
-	Plan(node, nixosConf string, changed bool)
-}
-
 // jsonOutput writes JSON Lines on stdout, one object per event and nothing else.
 type jsonOutput struct {
 	mu  sync.Mutex

@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/switchyard-nix/switchyard/effects"
+	"github.com/switchyard-nix/switchyard/exitcode"
 	"github.com/switchyard-nix/switchyard/plan/method"
 )
 
@@ -121,7 +122,7 @@ func writeDeployVars(w io.Writer) {
 func runHelp(topic []string, stdout, stderr io.Writer) int {
 	if len(topic) == 0 || (len(topic) == 1 && (topic[0] == "help" || isHelpArg(topic[0]))) {
 		writeMainUsage(stdout)
-		return ExitOK
+		return exitcode.OK
 	}
 	switch topic[0] {
 	case "deploy", "version":
@@ -133,7 +134,7 @@ func runHelp(topic []string, stdout, stderr io.Writer) int {
 		} else {
 			writeVersionUsage(stdout)
 		}
-		return ExitOK
+		return exitcode.OK
 	}
 	m, ok := method.Lookup(topic[0])
 	if !ok {
@@ -142,14 +143,14 @@ func runHelp(topic []string, stdout, stderr io.Writer) int {
 	switch len(topic) {
 	case 1:
 		writeMethodUsage(stdout, m)
-		return ExitOK
+		return exitcode.OK
 	case 2:
 		if !m.HasVerb(topic[1]) {
 			return refuse(stderr, fmt.Sprintf("switchyard help %s: unknown verb %q", m.Name, topic[1]),
 				func(w io.Writer) { writeMethodUsage(w, m) })
 		}
 		writeVerbUsage(stdout, m, topic[1])
-		return ExitOK
+		return exitcode.OK
 	}
 	return refuse(stderr, "switchyard help: give at most a command and a verb", writeMainUsage)
 }
@@ -159,7 +160,7 @@ func refuse(stderr io.Writer, msg string, usage func(io.Writer)) int {
 	fmt.Fprintln(stderr, msg)
 	fmt.Fprintln(stderr)
 	usage(stderr)
-	return ExitRefused
+	return exitcode.Refused
 }
 
 // methodArgs reads `switchyard <method> <verb> [flags]`'s verb and flags. done is set
@@ -179,11 +180,11 @@ func methodArgs(m method.Method, args []string, stdout, stderr io.Writer) (verb 
 	f, err := parseMethodFlags(verb, args[1:])
 	if errors.Is(err, flag.ErrHelp) {
 		writeVerbUsage(stdout, m, verb)
-		return verb, f, ExitOK, true
+		return verb, f, exitcode.OK, true
 	}
 	if err != nil {
 		return verb, f, refuse(stderr, fmt.Sprintf("switchyard %s %s: %v", m.Name, verb, err),
 			func(w io.Writer) { writeVerbUsage(w, m, verb) }), true
 	}
-	return verb, f, ExitOK, false
+	return verb, f, exitcode.OK, false
 }

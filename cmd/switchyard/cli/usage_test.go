@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/switchyard-nix/switchyard/effects"
+	"github.com/switchyard-nix/switchyard/exitcode"
 	"github.com/switchyard-nix/switchyard/plan/method"
 )
 
@@ -101,7 +102,7 @@ func TestHelpEverywhere(t *testing.T) {
 		for _, args := range c.args {
 			what := strings.Join(args, " ")
 			code, out, errOut := run(args...)
-			if code != ExitOK || errOut != "" {
+			if code != exitcode.OK || errOut != "" {
 				t.Errorf("%s: exit %d, stderr %q; want 0 and nothing", what, code, errOut)
 				continue
 			}
@@ -145,7 +146,7 @@ func TestUnknownFlagOrVerbExit2(t *testing.T) {
 	for _, c := range cases {
 		what := strings.Join(c.args, " ")
 		code, out, errOut := run(c.args...)
-		if code != ExitRefused || out != "" {
+		if code != exitcode.Refused || out != "" {
 			t.Errorf("%s: exit %d, stdout %q; want 2 and nothing", what, code, out)
 			continue
 		}
