@@ -301,6 +301,12 @@ func (r *tfRun) streams() {
 }
 
 func (r *tfRun) init(ctx context.Context) error {
+	if r.ws.Initialized {
+		// Initialised for the same OpenTofu, provider, backend and CLI
+		// configuration: init would change nothing (issue 14: a no-op apply costs
+		// one OpenTofu run besides the version check).
+		return nil
+	}
 	var out strings.Builder
 	r.tf.SetStdout(&out)
 	r.tf.SetStderr(&out)
@@ -309,7 +315,7 @@ func (r *tfRun) init(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("tofu init failed: %v: %s", err, lastLines(out.String(), 3))
 	}
-	return nil
+	return r.ws.MarkInitialized()
 }
 
 // events turns OpenTofu's -json lines into switchyard log events.
@@ -423,12 +429,12 @@ type nodeState struct {
 // states reads each node's recorded verdict from the state.
 func (r *tfRun) states(ctx context.Context) (map[string]nodeState, error) {
 	r.tf.SetStdout(io.Discard)
-	raw, err := r.tf.StatePull(ctx)
+	raw, err := r.ws.ReadState(ctx, r.tf)
 	r.streams()
 	if err != nil {
 		return nil, err
 	}
-	return readStates([]byte(raw), r.m.TenantsOnly)
+	return readStates(raw, r.m.TenantsOnly)
 }
 
 // readStates is each node's recorded verdict in a state: its deployment's, or for a

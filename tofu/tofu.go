@@ -8,8 +8,12 @@ package tofu
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +22,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/hashicorp/terraform-exec/tfexec"
 
@@ -309,6 +314,11 @@ type Workspace struct {
 	CLIConfig string // the CLI configuration file
 	Env       map[string]string
 	Backend   Backend
+	// Initialized: the directory was initialised (init) for the same OpenTofu, the
+	// same provider binary, backend and CLI configuration, so init can be skipped;
+	// see MarkInitialized.
+	Initialized bool
+	initKey     string
 }
 
 // Setup is what Prepare generates a working directory from.
@@ -325,8 +335,9 @@ type Setup struct {
 }
 
 // Prepare writes the working directory: main.tf.json, the CLI configuration and the
-// mirror's link to Self. The lock file is removed so init records the current
-// binary's hash.
+// mirror's link to Self. Unless the directory was initialised for the same binaries,
+// backend and CLI configuration (Initialized), the lock file is removed so init
+// records the current binary's hash.
 func Prepare(s Setup) (*Workspace, error) {
 	dir := filepath.Join(s.StateDir, "tofu")
 	plugins := filepath.Join(dir, "plugins")
@@ -360,10 +371,72 @@ func Prepare(s Setup) (*Workspace, error) {
 	if err := writeFile(cliConfig, []byte(CLIConfig(plugins))); err != nil {
 		return nil, err
 	}
-	if err := os.Remove(filepath.Join(dir, ".terraform.lock.hcl")); err != nil && !os.IsNotExist(err) {
-		return nil, err
+	ws := &Workspace{Dir: dir, Bin: s.Bin, CLIConfig: cliConfig, Env: Env(s.Environ, cliConfig, s.Extra), Backend: b}
+	ws.initKey = initKey(s, b, CLIConfig(plugins))
+	ws.Initialized = ws.initKey != "" && ws.initializedFor(ws.initKey)
+	if !ws.Initialized {
+		// init records the current provider binary's hash in a new lock file.
+		if err := os.Remove(filepath.Join(dir, ".terraform.lock.hcl")); err != nil && !os.IsNotExist(err) {
+			return nil, err
+		}
+		if err := os.Remove(filepath.Join(dir, initMark)); err != nil && !os.IsNotExist(err) {
+			return nil, err
+		}
 	}
-	return &Workspace{Dir: dir, Bin: s.Bin, CLIConfig: cliConfig, Env: Env(s.Environ, cliConfig, s.Extra), Backend: b}, nil
+	return ws, nil
+}
+
+// initMark is the file, in the working directory, holding the key of what the
+// directory was last initialised for.
+const initMark = ".switchyard-init"
+
+// initKey identifies what `init` depends on: the OpenTofu binary and the provider
+// binary (path, size, modification time, inode: a rebuilt switchyard is another
+// provider, whose hash the lock file must record), the backend, its connection
+// string (hashed, never written) and the CLI configuration. The nodes are not in it:
+// a new node needs no init. "" when a binary cannot be read: then init runs.
+func initKey(s Setup, b Backend, cliConfig string) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "switchyard init key 1\n")
+	for _, bin := range []string{s.Bin, s.Self} {
+		fi, err := os.Stat(bin)
+		if err != nil {
+			return ""
+		}
+		var ino uint64
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			ino = st.Ino
+		}
+		fmt.Fprintf(h, "%s %d %d %d\n", bin, fi.Size(), fi.ModTime().UnixNano(), ino)
+	}
+	fmt.Fprintf(h, "%s %s %x\n%s", b.Kind, b.Path, sha256.Sum256([]byte(s.Extra["PG_CONN_STR"])), cliConfig)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// initializedFor reports whether the directory was initialised for key, with its
+// lock file and provider installation still there.
+func (w *Workspace) initializedFor(key string) bool {
+	mark, err := os.ReadFile(filepath.Join(w.Dir, initMark))
+	if err != nil || strings.TrimSpace(string(mark)) != key {
+		return false
+	}
+	for _, p := range []string{".terraform.lock.hcl", ".terraform"} {
+		if _, err := os.Stat(filepath.Join(w.Dir, p)); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// MarkInitialized records that init succeeded for this workspace's OpenTofu,
+// provider, backend and CLI configuration: the next Prepare of the same sets
+// Initialized.
+func (w *Workspace) MarkInitialized() error {
+	if w.initKey == "" {
+		return nil
+	}
+	w.Initialized = true
+	return writeFile(filepath.Join(w.Dir, initMark), []byte(w.initKey+"\n"))
 }
 
 // EmptyState is a state with no resources and no outputs, as written by OpenTofu
@@ -429,6 +502,22 @@ func (w *Workspace) Seed(ctx context.Context, tf *tfexec.Terraform, v string) er
 		return err
 	}
 	return nil
+}
+
+// ReadState is the backend's state as `state pull` gives it (which also prints it on
+// tf's stdout: the caller points that elsewhere). A local state is read
+// from its file, as state pull would read it (neither takes the lock), without an
+// OpenTofu process.
+func (w *Workspace) ReadState(ctx context.Context, tf *tfexec.Terraform) ([]byte, error) {
+	if w.Backend.Kind == "local" {
+		b, err := os.ReadFile(w.Backend.Path)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, nil
+		}
+		return b, err
+	}
+	s, err := tf.StatePull(ctx)
+	return []byte(s), err
 }
 
 func writeFile(path string, b []byte) error {

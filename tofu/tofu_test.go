@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	tfjson "github.com/hashicorp/terraform-json"
 )
@@ -377,5 +378,80 @@ func TestTenantConfig(t *testing.T) {
 	}
 	if got := NodeOf(`data.switchyard_incus_addresses.node["web2"]`); got != "web2" {
 		t.Errorf("NodeOf(addresses) = %q", got)
+	}
+}
+
+// Issue 14 item 3: init is skipped when the directory was initialised for the same
+// OpenTofu, provider binary, backend and CLI configuration, and runs again (lock file
+// removed) when any of them changed. A new node needs no init.
+func TestPrepareSkipsInit(t *testing.T) {
+	state, bin := t.TempDir(), t.TempDir()
+	tofuBin, self := filepath.Join(bin, "tofu"), filepath.Join(bin, "switchyard")
+	for _, f := range []string{tofuBin, self} {
+		if err := os.WriteFile(f, []byte("v1"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setup := func(nodes ...string) Setup {
+		s := Setup{StateDir: state, Bin: tofuBin, Self: self}
+		for _, n := range nodes {
+			s.Nodes = append(s.Nodes, Node{Name: n, NixosConf: "c", Drv: "d", Host: "h"})
+		}
+		return s
+	}
+	// What a successful init leaves.
+	initialise := func(w *Workspace) {
+		t.Helper()
+		os.MkdirAll(filepath.Join(w.Dir, ".terraform"), 0o755)
+		os.WriteFile(filepath.Join(w.Dir, ".terraform.lock.hcl"), []byte("# lock"), 0o644)
+		if err := w.MarkInitialized(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lockFile := filepath.Join(state, "tofu", ".terraform.lock.hcl")
+	w, err := Prepare(setup("web1"))
+	if err != nil || w.Initialized {
+		t.Fatalf("first Prepare: initialized %v, %v", w.Initialized, err)
+	}
+	initialise(w)
+	if w, err = Prepare(setup("web1", "web2")); err != nil || !w.Initialized {
+		t.Fatalf("same binaries, a node more: initialized %v, %v; want true", w.Initialized, err)
+	}
+	if _, err := os.Stat(lockFile); err != nil {
+		t.Errorf("lock file removed although init is skipped: %v", err)
+	}
+	// A rebuilt switchyard (another size and time) is another provider.
+	later := time.Now().Add(time.Minute)
+	os.WriteFile(self, []byte("v2, rebuilt"), 0o755)
+	os.Chtimes(self, later, later)
+	if w, err = Prepare(setup("web1")); err != nil || w.Initialized {
+		t.Fatalf("rebuilt provider: initialized %v, %v; want false", w.Initialized, err)
+	}
+	if _, err := os.Stat(lockFile); !os.IsNotExist(err) {
+		t.Errorf("lock file kept for a rebuilt provider: %v", err)
+	}
+	initialise(w)
+	// Another backend.
+	s := setup("web1")
+	s.Backend, s.Extra = Backend{Kind: "pg"}, map[string]string{"PG_CONN_STR": "postgres://127.0.0.1/a"}
+	if w, err = Prepare(s); err != nil || w.Initialized {
+		t.Fatalf("pg backend: initialized %v, %v; want false", w.Initialized, err)
+	}
+	initialise(w)
+	if w, err = Prepare(s); err != nil || !w.Initialized {
+		t.Fatalf("pg again: initialized %v, %v; want true", w.Initialized, err)
+	}
+	if mark, _ := os.ReadFile(filepath.Join(w.Dir, initMark)); strings.Contains(string(mark), "postgres") {
+		t.Errorf("the connection string is written in the init mark: %s", mark)
+	}
+	s.Extra = map[string]string{"PG_CONN_STR": "postgres://127.0.0.1/b"}
+	if w, err = Prepare(s); err != nil || w.Initialized {
+		t.Fatalf("another connection string: initialized %v, %v; want false", w.Initialized, err)
+	}
+	// The directory's init lost (.terraform removed by hand).
+	initialise(w)
+	os.RemoveAll(filepath.Join(w.Dir, ".terraform"))
+	if w, err = Prepare(s); err != nil || w.Initialized {
+		t.Fatalf(".terraform gone: initialized %v, %v; want false", w.Initialized, err)
 	}
 }
