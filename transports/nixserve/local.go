@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -71,8 +73,85 @@ func chunkedArgvs(command string, op, paths []string) ([][]string, error) {
 }
 
 // Closure runs `nix-store --query --requisites paths...` and returns the paths it
-// prints, in its order: every path after the paths it references.
+// prints, in its order: every path after the paths it references. The closure of
+// valid store paths never changes, so a process asks nix-store once per set of
+// paths: the nodes of a fleet that share a toplevel share one query (issue 14: one
+// query per run, not per node), concurrent callers waiting for the first.
 func (s LocalStore) Closure(ctx context.Context, paths []string) ([]string, error) {
+	key := s.Command + "\x00" + strings.Join(paths, "\x00")
+	for {
+		e, first := closures.entry(key)
+		if first {
+			e.paths, e.err = s.closure(ctx, paths)
+			closures.done(key, e)
+		} else {
+			select {
+			case <-e.ready:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		if e.err == nil {
+			return slices.Clone(e.paths), nil
+		}
+		if first || ctx.Err() != nil {
+			return nil, e.err
+		}
+		// The first caller failed (its context, perhaps): ask again.
+	}
+}
+
+// closureCache holds the closures asked in this process; a failed query is not kept.
+type closureCache struct {
+	mu      sync.Mutex
+	entries map[string]*closureEntry
+	order   []string // oldest first, to bound the cache
+}
+
+type closureEntry struct {
+	ready chan struct{} // closed when paths and err are set
+	paths []string
+	err   error
+}
+
+// maxClosures bounds the closures kept: a run deploys a handful of toplevels.
+const maxClosures = 64
+
+var closures closureCache
+
+// entry is key's entry, and whether the caller is the first, who must fill it.
+func (c *closureCache) entry(key string) (*closureEntry, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.entries[key]; ok {
+		return e, false
+	}
+	if c.entries == nil {
+		c.entries = map[string]*closureEntry{}
+	}
+	e := &closureEntry{ready: make(chan struct{})}
+	c.entries[key] = e
+	c.order = append(c.order, key)
+	if len(c.order) > maxClosures {
+		delete(c.entries, c.order[0])
+		c.order = c.order[1:]
+	}
+	return e, true
+}
+
+// done publishes e; a failed one is dropped so the next caller asks again.
+func (c *closureCache) done(key string, e *closureEntry) {
+	c.mu.Lock()
+	if e.err != nil && c.entries[key] == e {
+		delete(c.entries, key)
+		c.order = slices.DeleteFunc(c.order, func(k string) bool { return k == key })
+	}
+	c.mu.Unlock()
+	close(e.ready)
+}
+
+// closure is Closure without the cache.
+func (s LocalStore) closure(ctx context.Context, paths []string) ([]string, error) {
 	argvs, err := requisitesArgvs(s.Command, paths)
 	if err != nil {
 		return nil, err

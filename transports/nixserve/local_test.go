@@ -6,12 +6,14 @@ import (
 	"context"
 	"fmt"
 	"math/rand"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -275,4 +277,52 @@ func sorted(list []string) []string {
 	list = slices.Clone(list)
 	slices.Sort(list)
 	return list
+}
+
+// Issue 14 item 4: the nodes of a fleet share their closure's query. This machine's
+// nix-store behind a wrapper that counts its runs: eight concurrent Closure calls of
+// one toplevel run it once, and all get its answer; a failed query is not kept.
+func TestLocalStoreClosureAskedOnce(t *testing.T) {
+	needNix(t)
+	root := buildClosure(t, "closure-once", 5, 0)
+	real, err := exec.LookPath("nix-store")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	count, wrapper := filepath.Join(dir, "count"), filepath.Join(dir, "nix-store")
+	script := "#!/bin/sh\necho run >> '" + count + "'\nexec '" + real + "' \"$@\"\n"
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	runs := func() int {
+		b, _ := os.ReadFile(count)
+		return strings.Count(string(b), "run")
+	}
+	want := strings.Fields(nixStore(t, "--query", "--requisites", root))
+	s := LocalStore{Command: wrapper}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got, err := s.Closure(context.Background(), []string{root})
+			if err != nil || !slices.Equal(got, want) {
+				t.Errorf("closure: %d paths, %v; want %d", len(got), err, len(want))
+			}
+		}()
+	}
+	wg.Wait()
+	if n := runs(); n != 1 {
+		t.Errorf("nix-store ran %d times for one toplevel, want 1", n)
+	}
+	missing := "/nix/store/00000000000000000000000000000000-switchyard-missing"
+	for range 2 {
+		if _, err := s.Closure(context.Background(), []string{missing}); err == nil {
+			t.Fatal("closure of a missing path: no error")
+		}
+	}
+	if n := runs(); n != 3 {
+		t.Errorf("nix-store ran %d times, want 3: a failed query must not be kept", n)
+	}
 }
