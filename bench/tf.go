@@ -8,14 +8,14 @@ package main
 // node's plan.json and configuration.nix and hashing its nixos_conf; an eval cache hit
 // per node (one `nix-store --check-validity` each; nothing is evaluated or built);
 // regenerating the OpenTofu working directory (main.tf.json, the CLI configuration,
-// the provider link, the lock file removed); then OpenTofu through terraform-exec:
-// `tofu version` (terraform-exec's version check), `tofu init -upgrade -reconfigure`
-// (installs the provider from the filesystem mirror again, hashing the switchyard
-// binary for the new lock file), `tofu apply -json` (refresh, whose provider Read is a
-// no-op, and a plan that finds no change: no Create or Update is called, so no
-// deploy body runs, no node is reached over SSH and no verdict is judged) and
-// `tofu show -json` (the verdicts are re-emitted from the state, not re-run). Every
-// OpenTofu command starts the provider (the switchyard binary) as a plugin.
+// the provider link); reading the local state file before and after (no OpenTofu
+// process); then OpenTofu through terraform-exec: `tofu version` (terraform-exec's
+// version check) and `tofu apply -json` (refresh, and a plan that finds no change: no
+// Create or Update is called, so no deploy body runs, no node is reached over SSH and
+// no verdict is judged; the verdicts are re-emitted from the state). `tofu init` runs
+// only when the directory was not initialised for the same OpenTofu, switchyard
+// binary, backend and CLI configuration: not in the measured rounds. Every OpenTofu
+// command but version starts the provider (the switchyard binary) as a plugin.
 // The reference is the part of that which OpenTofu cannot avoid: one `tofu plan` in
 // the working directory switchyard generated, with its CLI configuration and
 // environment, already initialised. The ratio is therefore switchyard's overhead on

@@ -440,16 +440,13 @@ func (r *tfRun) states(ctx context.Context) (map[string]nodeState, error) {
 // readStates is each node's recorded verdict in a state: its deployment's, or for a
 // tenant (tenants) the pass's after registration (SPEC 7.1), when the graph got that far.
 func readStates(raw []byte, tenants bool) (map[string]nodeState, error) {
-	deployments, err := tofu.Deployments(raw)
+	resources, err := tofu.ResourcesOf(raw, tofu.ResourceType, tofu.VerdictType)
 	if err != nil {
 		return nil, err
 	}
+	deployments := resources[tofu.ResourceType]
 	if tenants {
-		passes, err := tofu.Resources(raw, tofu.VerdictType)
-		if err != nil {
-			return nil, err
-		}
-		for node, attrs := range passes {
+		for node, attrs := range resources[tofu.VerdictType] {
 			if d, ok := deployments[node]; ok {
 				d["verdict"], d["exit_code"] = attrs["verdict"], attrs["exit_code"]
 			}

@@ -84,7 +84,18 @@ func Deployments(state []byte) (map[string]map[string]any, error) {
 // Resources reads the instances of the resource <typ>.node of a state as Deployments
 // does: node to its attributes.
 func Resources(state []byte, typ string) (map[string]map[string]any, error) {
-	out := map[string]map[string]any{}
+	all, err := ResourcesOf(state, typ)
+	return all[typ], err
+}
+
+// ResourcesOf reads the instances of the resources <typ>.node of each of types in one
+// decoding of a state: type to node to its attributes (an empty map for a type the
+// state does not hold).
+func ResourcesOf(state []byte, types ...string) (map[string]map[string]map[string]any, error) {
+	out := map[string]map[string]map[string]any{}
+	for _, typ := range types {
+		out[typ] = map[string]map[string]any{}
+	}
 	if len(bytes.TrimSpace(state)) == 0 {
 		return out, nil
 	}
@@ -110,12 +121,13 @@ func Resources(state []byte, typ string) (map[string]map[string]any, error) {
 		return nil, fmt.Errorf("state: format version %d, want 4", s.Version)
 	}
 	for _, r := range s.Resources {
-		if r.Module != "" || r.Mode != "managed" || r.Type != typ || r.Name != ResourceName {
+		nodes, ok := out[r.Type]
+		if !ok || r.Module != "" || r.Mode != "managed" || r.Name != ResourceName {
 			continue
 		}
 		for _, i := range r.Instances {
 			if node, ok := i.IndexKey.(string); ok {
-				out[node] = i.Attributes
+				nodes[node] = i.Attributes
 			}
 		}
 	}
