@@ -12,6 +12,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // File types of the files API (the X-Incus-type header).
@@ -197,8 +198,27 @@ func (c *Client) head(ctx context.Context, project, name, p string) (*File, erro
 	return c.read(ctx, project, name, p, false)
 }
 
+// readRetries are the waits before asking a read again after a server error.
+// Incus serves the files API through a per-instance forkfile SFTP helper that
+// stops itself after ten idle seconds; a request arriving as it stops fails with
+// HTTP 500 ("read unix @->/proc/self/fd/N/forkfile.sock: ... connection reset by
+// peer"), and the next request starts a new helper. A read changes nothing, so it
+// is asked again.
+var readRetries = []time.Duration{200 * time.Millisecond, time.Second}
+
 func (c *Client) read(ctx context.Context, project, name, p string, content bool) (*File, error) {
 	resp, err := c.fileRequest(ctx, http.MethodGet, filePath(name, p, project), nil, nil)
+	for _, wait := range readRetries {
+		if Code(err) < http.StatusInternalServerError {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(wait):
+		}
+		resp, err = c.fileRequest(ctx, http.MethodGet, filePath(name, p, project), nil, nil)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -107,3 +107,51 @@ func TestNoConnectionLeftOpen(t *testing.T) {
 		t.Errorf("%d connections left open to the daemon after every answer: a silent one stops incusd 6.0 accepting", n)
 	}
 }
+
+// A file read that meets the files API's helper as it stops (HTTP 500, the answer
+// recorded in CI from incusd 6.0.4) is asked again and succeeds; a missing file (404)
+// is not asked again.
+func TestFileReadRetriedAfterServerError(t *testing.T) {
+	reset, err := os.ReadFile("testdata/forkfile-reset.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var requests atomic.Int64
+	sock := filepath.Join(t.TempDir(), "unix.socket")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := requests.Add(1)
+		switch {
+		case r.URL.Query().Get("path") == "/missing":
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = w.Write([]byte(`{"type":"error","error_code":404,"error":"Not Found"}`))
+		case n == 1:
+			w.WriteHeader(http.StatusInternalServerError)
+			_, _ = w.Write(reset)
+		default:
+			h := w.Header()
+			h.Set("X-Incus-type", "file")
+			h.Set("X-Incus-uid", "0")
+			h.Set("X-Incus-gid", "0")
+			h.Set("X-Incus-mode", "0600")
+			_, _ = w.Write([]byte("token"))
+		}
+	})}
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	c := api.New(sock)
+	t.Cleanup(c.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	f, err := c.File(ctx, "default", "web1", "/var/lib/switchyard/spire/join-token")
+	if err != nil || string(f.Content) != "token" || requests.Load() != 2 {
+		t.Fatalf("read after a 500: %+v, %v, %d requests; want the file after 2", f, err, requests.Load())
+	}
+	requests.Store(10)
+	if _, err := c.Stat(ctx, "default", "web1", "/missing"); !api.IsNotFound(err) || requests.Load() != 11 {
+		t.Errorf("missing file: %v after %d requests; want not found after 1", err, requests.Load()-10)
+	}
+}
