@@ -240,7 +240,7 @@ func (f *fleet) setRollout(spec string) error {
 	what := "--rollout"
 	if spec == "" {
 		what = "the rollout setting"
-		spec, _ = f.d.Settings["rollout"].(string)
+		spec = f.s.Rollout
 	}
 	r, err := rollout.Parse(spec)
 	if err != nil {
