@@ -90,6 +90,11 @@ if (hello.failing or "") == plan.node then closures.failed-unit else closures.he
 			t.Errorf("%s: the closure %s was copied: %q", name, toplevel, out)
 		}
 	}
+	// accepted counts the SSH connections a node accepted: a held node gets the
+	// rollout's probe and nothing more.
+	accepted := func(name string) int {
+		return strings.Count(nodes[name].MustExec(t, "journalctl", "--unit", "ssh.service", "--output", "cat", "--no-pager"), "Accepted publickey")
+	}
 	summary := func(t *testing.T, r run, ok, failed, code int) {
 		t.Helper()
 		s := r.events[len(r.events)-1]
@@ -125,6 +130,10 @@ if (hello.failing or "") == plan.node then closures.failed-unit else closures.he
 	})
 
 	ok = ok && t.Run("the canary fails: five nodes untouched", func(t *testing.T) {
+		before := map[string]int{}
+		for _, name := range names {
+			before[name] = accepted(name)
+		}
 		r := apply("web1", "canary=1,batch=2")
 		wantCode(t, r, 1)
 		vs := verdicts(t, r)
@@ -134,6 +143,9 @@ if (hello.failing or "") == plan.node then closures.failed-unit else closures.he
 		for _, name := range names[1:] {
 			held(t, vs[name], "held: the rollout stopped at the canary (web1 failed)")
 			untouched(t, name, fmt.Sprint(vs[name]["toplevel"]))
+			if n := accepted(name) - before[name]; n != 1 {
+				t.Errorf("%s: held, accepted %d SSH connections, want the probe's only", name, n)
+			}
 		}
 		summary(t, r, 0, 6, 1)
 	})
