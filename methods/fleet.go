@@ -18,6 +18,7 @@ import (
 	"github.com/switchyard-nix/switchyard/plan/evalcache"
 	"github.com/switchyard-nix/switchyard/plan/merge"
 	"github.com/switchyard-nix/switchyard/plan/method"
+	"github.com/switchyard-nix/switchyard/rollout"
 	"github.com/switchyard-nix/switchyard/transports/incus"
 	"github.com/switchyard-nix/switchyard/transports/ssh"
 	"github.com/switchyard-nix/switchyard/verdict"
@@ -34,17 +35,22 @@ type fleet struct {
 	out      Reporter
 	parallel int
 	offline  bool
+	rollout  rollout.Spec // apply's stages (setRollout); the zero Spec: every node at once
 
 	// What reaches outside the process, replaced by the unit tests: a node's
 	// transport, its evaluation, and a derivation's outputs.
 	open     func(n *plan.Node) (effects.Transport, error)
 	evaluate func(ctx context.Context, n *plan.Node) (drv, how string, err error)
 	outputs  func(ctx context.Context, drv string) (string, error)
+	// body runs the deploy body on one node (effects' own; the runner's unit tests
+	// play its outcome to test the rollout's decisions).
+	body func(ctx context.Context, d *effects.Deploy) effects.Result
 }
 
 func newFleet(m method.Method, d *merge.Deployment, p *plan.Plan, cfg effects.Config, out Reporter, req Request) *fleet {
 	f := &fleet{m: m, d: d, s: d.Typed(), p: p, cfg: cfg, out: out, parallel: req.Parallel, offline: req.Offline}
 	f.open = f.transport
+	f.body = func(ctx context.Context, d *effects.Deploy) effects.Result { return d.Run(ctx) }
 	cache := evalcache.Open(cfg.EvalCacheDir, nil)
 	f.evaluate = func(ctx context.Context, n *plan.Node) (string, string, error) { return evaluate(ctx, cache, n) }
 	f.outputs = func(ctx context.Context, drv string) (string, error) {
@@ -127,56 +133,159 @@ func local(ctx context.Context, env, argv []string) (string, error) {
 }
 
 // deploy is apply (the deploy pass, skipping nodes already running their toplevel)
-// or verdict (the verdict-only pass) on every planned node.
+// or verdict (the verdict-only pass) on every planned node. apply with a rollout goes
+// stage by stage (package rollout) and stops at the first stage with a failed
+// verdict: the nodes after it are held, never contacted beyond the probe.
 func (f *fleet) deploy(ctx context.Context, verdictOnly bool) int {
 	cfg := f.cfg
 	cfg.VerdictOnly = cfg.VerdictOnly || verdictOnly
-	var deploys []*effects.Deploy
-	var closers []effects.Transport
-	codes := map[string]int{}
+	spec := f.rollout
+	if cfg.VerdictOnly {
+		spec = rollout.Spec{} // the verdict pass changes nothing: nothing to stage
+	}
+	byName := map[string]*plan.Node{}
+	var names []string
 	for _, n := range f.p.Nodes {
+		byName[n.Name] = n
+		names = append(names, n.Name)
+	}
+	var probes map[string]probed
+	changed := map[string]bool{}
+	if spec.Enabled() {
+		probes = f.probe(ctx)
+		for name, p := range probes {
+			changed[name] = p.sp.Changed
+		}
+	}
+	stages := rollout.Stages(names, changed, spec)
+	codes := map[string]int{}
+	ok := 0
+	for i, st := range stages {
+		if spec.Enabled() {
+			f.out.Log("", "info", fmt.Sprintf("rollout: %s of %d: %s", stageName(st), len(stages), strings.Join(st.Nodes, ", ")))
+		}
+		var nodes []*plan.Node
+		for _, name := range st.Nodes {
+			nodes = append(nodes, byName[name])
+		}
+		ok += f.deployStage(ctx, cfg, nodes, codes)
+		failed := rollout.Failed(st, codes)
+		if len(failed) == 0 {
+			continue
+		}
+		var held []string
+		for _, later := range stages[i+1:] {
+			held = append(held, later.Nodes...)
+		}
+		if len(held) > 0 {
+			f.out.Log("", "error", fmt.Sprintf("rollout: stopped at %s (%s failed): %d nodes held", st,
+				strings.Join(failed, ", "), len(held)))
+		}
+		for _, name := range held {
+			v := probes[name].held(name, rollout.HeldReason(st, failed))
+			f.out.Verdict(v)
+			codes[name] = v.ExitCode
+		}
+		break
+	}
+	code := ExitOK
+	for _, c := range codes {
+		code = max(code, c)
+	}
+	f.out.Summary(len(f.p.Nodes), ok, len(f.p.Nodes)-ok, code)
+	return code
+}
+
+// stageName is a stage as the rollout's log names it: "canary", "batch 2".
+func stageName(s rollout.Stage) string { return strings.TrimPrefix(s.String(), "the ") }
+
+// deployStage runs the deploy body on nodes (at most width at once), records each
+// node's exit code in codes and returns how many passed. Only these nodes'
+// transports are opened.
+func (f *fleet) deployStage(ctx context.Context, cfg effects.Config, nodes []*plan.Node, codes map[string]int) (ok int) {
+	var deploys []*effects.Deploy
+	var planned []*plan.Node
+	for _, n := range nodes {
 		t, err := f.open(n)
 		if err != nil {
 			f.out.Log(n.Name, "error", fmt.Sprintf("%s: wait: %v", n.Name, err))
 			codes[n.Name] = ExitRefused
 			continue
 		}
-		closers = append(closers, t)
+		defer t.Close()
 		deploys = append(deploys, &effects.Deploy{Node: n.Name, Transport: t, Config: cfg, Reporter: f.out,
 			Source:        effects.Source{Evaluate: func(ctx context.Context) (string, string, error) { return f.evaluate(ctx, n) }},
 			SkipUnchanged: true})
+		planned = append(planned, n)
 	}
-	defer func() {
-		for _, t := range closers {
-			t.Close()
-		}
-	}()
-	results := effects.RunFleet(ctx, deploys, f.width())
-	ok, failed, code := 0, 0, 0
-	for _, c := range codes {
-		failed++
-		code = max(code, c)
-	}
-	byName := map[string]*plan.Node{}
-	for _, n := range f.p.Nodes {
-		byName[n.Name] = n
-	}
-	for _, r := range results {
+	// A node cancelled while it waits for a slot runs at once: the body reports it.
+	for i, r := range pool.Map(ctx, deploys, f.width(), f.body) {
+		n := planned[i]
+		codes[n.Name] = r.ExitCode
 		if r.ExitCode == ExitOK {
 			ok++
-		} else {
-			failed++
 		}
-		code = max(code, r.ExitCode)
 		if !cfg.VerdictOnly {
-			if err := writeReceipt(byName[r.Verdict.Node], r.Verdict); err != nil {
-				f.out.Log(r.Verdict.Node, "warn", fmt.Sprintf("%s: receipt: %v", r.Verdict.Node, err))
+			if err := writeReceipt(n, r.Verdict); err != nil {
+				f.out.Log(n.Name, "warn", fmt.Sprintf("%s: receipt: %v", n.Name, err))
 			}
 		}
 	}
-	f.out.Summary(len(f.p.Nodes), ok, failed, code)
-	return code
+	return ok
 }
+
+// setRollout reads apply's rollout: the --rollout flag (spec), else the rollout
+// setting. A bad one refuses the run before any node is contacted.
+func (f *fleet) setRollout(spec string) error {
+	what := "--rollout"
+	if spec == "" {
+		what = "the rollout setting"
+		spec = f.s.Rollout
+	}
+	r, err := rollout.Parse(spec)
+	if err != nil {
+		return fmt.Errorf("%s: %w: %w", what, err, ErrRefused)
+	}
+	f.rollout = r
+	return nil
+}
+
+// probed is what a rollout's probe learnt of a node: planNode's answer.
+type probed struct {
+	sp   savedPlanNode
+	seen seen
+	code int
+}
+
+// probe asks every node, in parallel as the plan verb does, whether it already runs
+// its toplevel: those don't count toward a stage. Its logs are dropped, since the
+// deploy that follows reports the same failures.
+func (f *fleet) probe(ctx context.Context) map[string]probed {
+	q := *f
+	q.out = quiet{f.out}
+	results := pool.Map(ctx, f.p.Nodes, f.width(), func(ctx context.Context, n *plan.Node) probed {
+		sp, s, c := q.planNode(ctx, n)
+		return probed{sp, s, c}
+	})
+	out := map[string]probed{}
+	for i, n := range f.p.Nodes {
+		out[n.Name] = results[i]
+	}
+	return out
+}
+
+// held is the verdict of a node the rollout did not reach: not ok, exit 1, nothing
+// on it changed or read beyond the probe.
+func (p probed) held(node, reason string) verdict.Verdict {
+	return verdict.Verdict{Node: node, Target: p.seen.target, Pass: verdict.PassDeploy, Reachable: p.code == ExitOK,
+		Toplevel: p.sp.Toplevel, Previous: p.seen.current, Switch: verdict.Switch{Result: verdict.SwitchHeld},
+		ExitCode: ExitVerdict, Reasons: []string{reason}}
+}
+
+// quiet is a Reporter without logs.
+type quiet struct{ Reporter }
+
+func (quiet) Log(node, level, msg string) {}
 
 // receipt is what apply records per node under the state dir.
 type receipt struct {
@@ -212,7 +321,7 @@ func (f *fleet) plan(ctx context.Context, out string) (int, error) {
 		code int
 	}
 	results := pool.Map(ctx, f.p.Nodes, f.width(), func(ctx context.Context, n *plan.Node) planned {
-		sp, c := f.planNode(ctx, n)
+		sp, _, c := f.planNode(ctx, n)
 		return planned{sp, c}
 	})
 	code := ExitOK
@@ -236,38 +345,45 @@ func (f *fleet) plan(ctx context.Context, out string) (int, error) {
 	return code, nil
 }
 
-func (f *fleet) planNode(ctx context.Context, n *plan.Node) (savedPlanNode, int) {
+// seen is what planNode learnt of a node beyond its saved plan: how it is reached
+// and what it runs.
+type seen struct{ target, current string }
+
+func (f *fleet) planNode(ctx context.Context, n *plan.Node) (savedPlanNode, seen, int) {
 	sp := savedPlanNode{NixosConf: n.NixosConf, Changed: true}
+	var s seen
 	drv, how, err := f.evaluate(ctx, n)
 	if err != nil {
 		f.out.Log(n.Name, "error", fmt.Sprintf("%s: build: evaluation failed: %v", n.Name, err))
-		return sp, ExitInfra
+		return sp, s, ExitInfra
 	}
 	f.out.Log(n.Name, "info", fmt.Sprintf("%s: build: %s %s", n.Name, how, drv))
 	sp.Drv = drv
 	outs, err := f.outputs(ctx, drv)
 	if err != nil {
 		f.out.Log(n.Name, "error", fmt.Sprintf("%s: build: %v", n.Name, err))
-		return sp, ExitInfra
+		return sp, s, ExitInfra
 	}
 	sp.Toplevel = strings.TrimSpace(outs)
 	if f.offline {
 		f.out.Log(n.Name, "info", fmt.Sprintf("%s: plan: offline: would be deployed unless it already runs nixos_conf %s", n.Name, n.NixosConf))
-		return sp, ExitOK
+		return sp, s, ExitOK
 	}
 	t, err := f.open(n)
 	if err != nil {
 		f.out.Log(n.Name, "error", fmt.Sprintf("%s: wait: %v", n.Name, err))
-		return sp, ExitRefused
+		return sp, s, ExitRefused
 	}
 	defer t.Close()
+	s.target = t.Target()
 	var stdout bytes.Buffer
 	rctx, cancel := context.WithTimeout(ctx, f.cfg.WaitTimeout+5*time.Second)
 	defer cancel()
 	if _, err := t.Run(rctx, effects.Command{Argv: []string{"readlink", "-f", "/run/current-system"}, Stdout: &stdout}); err != nil {
 		f.out.Log(n.Name, "error", fmt.Sprintf("%s: wait: %v", n.Name, err))
-		return sp, ExitInfra
+		return sp, s, ExitInfra
 	}
-	sp.Changed = strings.TrimSpace(stdout.String()) != sp.Toplevel
-	return sp, ExitOK
+	s.current = strings.TrimSpace(stdout.String())
+	sp.Changed = s.current != sp.Toplevel
+	return sp, s, ExitOK
 }

@@ -41,6 +41,7 @@ type Request struct {
 	Deployment   []byte // the DEPLOYMENT submission (none: the baked configuration)
 	StateDir     string // "" is <tree>/.switchyard
 	Parallel     int    // nodes at once; 0 is the method's parallel setting
+	Rollout      string // apply's stages, "canary=N,batch=M" (ssh method); "" is the rollout setting
 	PlanIn       string // apply --plan FILE
 	PlanOut      string // plan --out FILE
 	TofuArgs     []string
@@ -133,6 +134,9 @@ func Run(ctx context.Context, req Request, rep Reporter) (exit int, err error) {
 	case "plan":
 		return f.plan(ctx, req.PlanOut)
 	case "apply":
+		if err := f.setRollout(req.Rollout); err != nil {
+			return exitFor(err), err
+		}
 		if req.PlanIn != "" {
 			if err := checkSavedPlan(req.PlanIn, d, p); err != nil {
 				return exitFor(err), err

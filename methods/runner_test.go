@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/switchyard-nix/switchyard/effects"
@@ -248,9 +249,12 @@ func sshFleet(t *testing.T, nodes map[string]*effectstest.Node, names ...string)
 	}
 	rep := &effectstest.Events{}
 	dialed := 0
+	var mu sync.Mutex // the plan and the rollout's probe dial in parallel
 	f := &fleet{m: d.Method, d: d, s: d.Typed(), p: p, out: rep, cfg: effects.Config{}}
 	f.open = func(n *plan.Node) (effects.Transport, error) {
+		mu.Lock()
 		dialed++
+		mu.Unlock()
 		if tr, ok := nodes[n.Name]; ok {
 			return tr, nil
 		}

@@ -19,6 +19,9 @@ const (
 	SwitchNeverConfirmed              = "never-confirmed"
 	SwitchSkipped                     = "skipped"
 	SwitchUnchanged                   = "unchanged"
+	// SwitchHeld: a staged rollout stopped before the node; nothing on it was
+	// changed or read, and the caller's reason says where the rollout stopped.
+	SwitchHeld = "held"
 )
 
 // finding is one reason a node fails: its exit code, the reasons it adds to the
@@ -31,6 +34,9 @@ type finding struct {
 
 // findings are the reasons the node fails, in the order the report names them.
 func findings(v Verdict) []finding {
+	if v.Switch.Result == SwitchHeld {
+		return []finding{{code: exitcode.Verdict}}
+	}
 	if !v.Reachable {
 		return []finding{{exitcode.Infra, []string{"unreachable"}, "unreachable"}}
 	}

@@ -11,7 +11,7 @@ import (
 // Switch is what the switch did: its result (SwitchOK, SwitchUnitsFailed, ...) and
 // switch-to-configuration's exit status.
 type Switch struct {
-	Result   SwitchResult `json:"result"` // ok|units-failed|reboot-needed|error|never-confirmed|skipped|unchanged
+	Result   SwitchResult `json:"result"` // ok|units-failed|reboot-needed|error|never-confirmed|skipped|unchanged|held
 	ExitCode int          `json:"exit_code"`
 }
 
@@ -127,7 +127,7 @@ func switchText(s Switch) string {
 	switch s.Result {
 	case "":
 		return "not run"
-	case SwitchSkipped, SwitchUnchanged:
+	case SwitchSkipped, SwitchUnchanged, SwitchHeld:
 		return string(s.Result)
 	case SwitchRebootNeeded:
 		// The new boot entry is installed but not running: the operator must act.
@@ -154,6 +154,9 @@ func resultText(v Verdict) string {
 	}
 	var parts, own []string
 	for _, f := range findings(v) {
+		if f.summary == "" {
+			continue // a held node: its reason says it all
+		}
 		parts = append(parts, f.summary)
 		own = append(own, f.reasons...)
 	}

@@ -18,6 +18,10 @@ var (
 		credential("sshKeyFile", "private key file for SSH to the nodes, besides the ssh agent"),
 		str("knownHostsFile", "", "known_hosts file checked for a node that pins no hostKey; empty: ~/.ssh/known_hosts"),
 	}
+	staged = []Setting{
+		str("rollout", "", `apply's stages, "canary=N,batch=M" (M a count or a percentage, "25%"): `+
+			"each stage must pass its verdicts before the next starts (the --rollout flag overrides it); empty: every node at once"),
+	}
 	tofu = []Setting{
 		enum("stateBackend", "local", `where OpenTofu keeps its state: "local" (under the state dir) or "pg" (PostgreSQL, with locking)`, "local", "pg"),
 		credential("pgConnStringFile", `file holding the PostgreSQL connection string, for stateBackend "pg"`),
@@ -57,7 +61,7 @@ func join(groups ...[]Setting) []Setting {
 
 var registry = []Method{
 	{Name: "ssh", Summary: "deploy over SSH to machines that exist; no state (receipts only)",
-		Transport: SSH, Settings: join(common, overSSH), Coordinates: []coordinates.Coordinate{hostingEnv},
+		Transport: SSH, Settings: join(common, overSSH, staged), Coordinates: []coordinates.Coordinate{hostingEnv},
 		Runner: RunnerSSH, Verbs: sshVerbs},
 	{Name: "tf", Summary: "deploy over SSH inside an OpenTofu graph whose state holds one resource per node",
 		Transport: SSH, Settings: join(common, overSSH, tofu), Coordinates: []coordinates.Coordinate{hostingEnv},

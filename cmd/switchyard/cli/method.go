@@ -20,15 +20,15 @@ import (
 
 // methodFlags are the common flags of `switchyard <method> <verb>` (SPEC 2).
 type methodFlags struct {
-	tree, group, deployment, output, stateDir, planIn, planOut string
-	nodes                                                      multiFlag
-	parallel                                                   int
-	tofuArgs                                                   []string // run -- <args>
-	offline                                                    bool
+	tree, group, deployment, output, stateDir, planIn, planOut, rollout string
+	nodes                                                               multiFlag
+	parallel                                                            int
+	tofuArgs                                                            []string // run -- <args>
+	offline                                                             bool
 }
 
 // methodFlagSet declares a verb's flags into f; the usage text prints the same set.
-func methodFlagSet(verb string, f *methodFlags) *flag.FlagSet {
+func methodFlagSet(m method.Method, verb string, f *methodFlags) *flag.FlagSet {
 	fs := flag.NewFlagSet(verb, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&f.tree, "tree", ".", "the operator tree `DIR`")
@@ -45,12 +45,15 @@ func methodFlagSet(verb string, f *methodFlags) *flag.FlagSet {
 	if verb == "apply" {
 		fs.StringVar(&f.planIn, "plan", "", "deploy exactly the plan saved in `FILE`")
 	}
+	if verb == "apply" && m.Runner == method.RunnerSSH { // the ssh runner stages the fleet itself
+		fs.StringVar(&f.rollout, "rollout", "", "deploy in stages, `SPEC` canary=N,batch=M (M a count or a percentage): a failed stage holds the rest (default: the rollout setting)")
+	}
 	return fs
 }
 
-func parseMethodFlags(verb string, args []string) (methodFlags, error) {
+func parseMethodFlags(m method.Method, verb string, args []string) (methodFlags, error) {
 	var f methodFlags
-	fs := methodFlagSet(verb, &f)
+	fs := methodFlagSet(m, verb, &f)
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
@@ -93,7 +96,7 @@ func runMethod(m method.Method, args []string, e env) int {
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 	req := methods.Request{Method: m.Name, Verb: verb, Tree: f.tree, Group: f.group, Nodes: f.nodes,
-		StateDir: f.stateDir, Parallel: f.parallel, PlanIn: f.planIn, PlanOut: f.planOut, TofuArgs: f.tofuArgs,
+		StateDir: f.stateDir, Parallel: f.parallel, Rollout: f.rollout, PlanIn: f.planIn, PlanOut: f.planOut, TofuArgs: f.tofuArgs,
 		Offline: f.offline, Getenv: e.getenv, Stdin: e.stdin, Stdout: e.stdout, Stderr: e.stderr, JSON: f.output == "json"}
 	var out methods.Reporter = console.NewText(e.stdout, e.stderr)
 	if req.JSON {

@@ -76,7 +76,7 @@ func writeVerbUsage(w io.Writer, m method.Method, verb string) {
 	}
 	fmt.Fprintf(w, "usage: switchyard %s %s%s\n\n%s %s: %s.\n", m.Name, verb, tail, m.Name, verb, method.VerbSummary(verb))
 	var f methodFlags
-	writeFlags(w, methodFlagSet(verb, &f))
+	writeFlags(w, methodFlagSet(m, verb, &f))
 	if verb != "schema" {
 		fmt.Fprint(w, "\nenvironment:\n  DEPLOYMENT  the submission (JSON), when --deployment is not given; unset: the tree's own configuration\n")
 	}
@@ -177,7 +177,7 @@ func methodArgs(m method.Method, args []string, stdout, stderr io.Writer) (verb 
 	if !m.HasVerb(verb) {
 		return "", f, refuse(stderr, fmt.Sprintf("switchyard %s: unknown verb %q (want one of %s)", m.Name, verb, strings.Join(m.Verbs, ", ")), methodUsage), true
 	}
-	f, err := parseMethodFlags(verb, args[1:])
+	f, err := parseMethodFlags(m, verb, args[1:])
 	if errors.Is(err, flag.ErrHelp) {
 		writeVerbUsage(stdout, m, verb)
 		return verb, f, exitcode.OK, true

@@ -1,0 +1,231 @@
+package main_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/switchyard-nix/switchyard/plan/plantest"
+	"github.com/switchyard-nix/switchyard/testbed"
+)
+
+// Issue 14 item 2: a staged rollout of the ssh method on six test-bed nodes,
+// canary=1,batch=2. A failed canary holds the five others, untouched; a failed
+// second batch holds the third; a rerun after the fix completes, the nodes already
+// deployed unchanged and not counted. One set of nodes for the whole story.
+func TestSSHRollout(t *testing.T) {
+	bed := testbed.Require(t)
+	t.Parallel()
+	names := []string{"web1", "web2", "web3", "web4", "web5", "web6"}
+	nodes := launchNodes(t, bed, names)
+
+	// The tree's builder makes the node named by the hello application's setting
+	// `failing` the failed-unit closure, every other one healthy; each node's
+	// toplevel is tagged by its name only, so a node whose closure does not change
+	// between runs stays on its generation.
+	var spec plantest.Tree
+	for _, name := range names {
+		spec.Nodes = append(spec.Nodes, plantest.Node{Name: name, Host: "127.0.0.1", Port: nodes[name].SSHPort, HostKey: nodes[name].HostKey})
+	}
+	tree := plantest.WriteTree(t, t.TempDir(), spec)
+	closures := filepath.Join(testbed.RepoRoot(), "testbed", "closures")
+	builder := fmt.Sprintf(`{ configuration, plan }:
+let
+  hello = plan.applications.hello or { };
+  closures = import %q { tag = "rollout-${plan.node}"; };
+in
+if (hello.failing or "") == plan.node then closures.failed-unit else closures.healthy
+`, closures)
+	if err := os.WriteFile(filepath.Join(tree, "builder.nix"), []byte(builder), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	defFile := filepath.Join(tree, "deployment.json")
+	raw, err := os.ReadFile(defFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var def map[string]any
+	if err := json.Unmarshal(raw, &def); err != nil {
+		t.Fatal(err)
+	}
+	def["applications"].(map[string]any)["hello"].(map[string]any)["settings"].(map[string]any)["failing"] = ""
+	raw, _ = json.Marshal(def)
+	if err := os.WriteFile(defFile, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	cache := "DEPLOY_EVAL_CACHE_DIR=" + t.TempDir()
+	// deployment is the submission: the node whose closure fails, and the rollout
+	// setting ("" none).
+	deployment := func(failing, rollout string) string {
+		branch := map[string]any{"sshKeyFile": nodes["web1"].KeyFile,
+			"applications": map[string]any{"hello": map[string]any{"enable": true, "settings": map[string]any{"failing": failing}}}}
+		if rollout != "" {
+			branch["rollout"] = rollout
+		}
+		b, _ := json.Marshal(map[string]any{"deployment-method": map[string]any{"ssh": branch}})
+		return "DEPLOYMENT=" + string(b)
+	}
+	apply := func(failing, rollout string, args ...string) run {
+		return switchyard(t, []string{deployment(failing, rollout), cache},
+			append([]string{"ssh", "apply", "--tree", tree, "--output", "json"}, args...)...)
+	}
+	running := func(name string) string { return nodes[name].Readlink(t, "/run/current-system") }
+	// untouched checks a node still runs nothing (fresh) and holds none of toplevel.
+	untouched := func(t *testing.T, name, toplevel string) {
+		t.Helper()
+		if got := running(name); got != "" {
+			t.Errorf("%s: /run/current-system -> %q, want the node untouched", name, got)
+		}
+		if toplevel == "" {
+			return
+		}
+		if out, err := nodes[name].Exec(context.Background(), "nix-store", "--check-validity", toplevel); err == nil {
+			t.Errorf("%s: the closure %s was copied: %q", name, toplevel, out)
+		}
+	}
+	// accepted counts the SSH connections a node accepted: a held node gets the
+	// rollout's probe and nothing more.
+	accepted := func(name string) int {
+		return strings.Count(nodes[name].MustExec(t, "journalctl", "--unit", "ssh.service", "--output", "cat", "--no-pager"), "Accepted publickey")
+	}
+	summary := func(t *testing.T, r run, ok, failed, code int) {
+		t.Helper()
+		s := r.events[len(r.events)-1]
+		if s["kind"] != "summary" || s["nodes"] != 6.0 || s["ok"] != float64(ok) || s["failed"] != float64(failed) || s["exit_code"] != float64(code) {
+			t.Errorf("summary %v, want %d ok, %d failed, exit %d", s, ok, failed, code)
+		}
+	}
+	held := func(t *testing.T, v map[string]any, reason string) {
+		t.Helper()
+		if v == nil || v["switch"].(map[string]any)["result"] != "held" || v["ok"] != false || v["exit_code"] != 1.0 ||
+			strings.Join(strs(v["reasons"]), ";") != reason {
+			t.Errorf("held verdict %v, want reason %q", v, reason)
+		}
+	}
+
+	ok := t.Run("bad spec refused before any node", func(t *testing.T) {
+		r := apply("", "", "--rollout", "canary=1,wave=2")
+		wantCode(t, r, 2)
+		if !strings.Contains(r.stderr, "--rollout: unknown key \"wave\"") || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+			t.Errorf("refusal %q: want one line naming the flag", r.stderr)
+		}
+		r = apply("", "batch=101%")
+		wantCode(t, r, 2)
+		if !strings.Contains(r.stderr, "the rollout setting: batch=101%") {
+			t.Errorf("refusal %q: want one naming the setting", r.stderr)
+		}
+		// plan ignores the rollout.
+		r = switchyard(t, []string{deployment("", "batch=0"), cache}, "ssh", "plan", "--tree", tree, "--output", "json")
+		wantCode(t, r, 0)
+		for _, name := range names {
+			untouched(t, name, "")
+		}
+	})
+
+	ok = ok && t.Run("the canary fails: five nodes untouched", func(t *testing.T) {
+		before := map[string]int{}
+		for _, name := range names {
+			before[name] = accepted(name)
+		}
+		r := apply("web1", "canary=1,batch=2")
+		wantCode(t, r, 1)
+		vs := verdicts(t, r)
+		if v := vs["web1"]; v["ok"] != false || v["switch"].(map[string]any)["result"] == "held" || !strings.Contains(fmt.Sprint(v["toplevel"]), "failed-unit") {
+			t.Errorf("web1 (canary): %v", v)
+		}
+		for _, name := range names[1:] {
+			held(t, vs[name], "held: the rollout stopped at the canary (web1 failed)")
+			untouched(t, name, fmt.Sprint(vs[name]["toplevel"]))
+			if n := accepted(name) - before[name]; n != 1 {
+				t.Errorf("%s: held, accepted %d SSH connections, want the probe's only", name, n)
+			}
+		}
+		summary(t, r, 0, 6, 1)
+	})
+
+	ok = ok && t.Run("batch 2 fails: batch 3 untouched", func(t *testing.T) {
+		r := apply("web4", "", "--rollout", "canary=1,batch=2")
+		wantCode(t, r, 1)
+		vs := verdicts(t, r)
+		for _, name := range []string{"web1", "web2", "web3", "web5"} {
+			if v := vs[name]; v["ok"] != true || v["switch"].(map[string]any)["result"] != "ok" || running(name) != v["toplevel"] {
+				t.Errorf("%s: verdict %v, running %q", name, v, running(name))
+			}
+		}
+		if v := vs["web4"]; v["ok"] != false || running("web4") != v["toplevel"] {
+			t.Errorf("web4 (batch 2): %v", v)
+		}
+		held(t, vs["web6"], "held: the rollout stopped at batch 2 (web4 failed)")
+		untouched(t, "web6", fmt.Sprint(vs["web6"]["toplevel"]))
+		summary(t, r, 4, 2, 1)
+		msgs := strings.Join(logMsgs(r), "\n")
+		for _, want := range []string{"rollout: canary of 4: web1", "rollout: batch 1 of 4: web2, web3",
+			"rollout: batch 2 of 4: web4, web5", "rollout: stopped at batch 2 (web4 failed): 1 nodes held"} {
+			if !strings.Contains(msgs, want) {
+				t.Errorf("logs lack %q:\n%s", want, msgs)
+			}
+		}
+	})
+
+	if !ok {
+		return
+	}
+	t.Run("the rerun after the fix completes", func(t *testing.T) {
+		r := apply("", "canary=1,batch=2")
+		wantCode(t, r, 0)
+		vs := verdicts(t, r)
+		for _, name := range names {
+			want := "unchanged"
+			if name == "web4" || name == "web6" {
+				want = "ok"
+			}
+			if v := vs[name]; v["ok"] != true || v["switch"].(map[string]any)["result"] != want || running(name) != v["toplevel"] {
+				t.Errorf("%s: verdict %v (want switch %s), running %q", name, v, want, running(name))
+			}
+		}
+		summary(t, r, 6, 0, 0)
+		// The nodes already deployed don't count: web4 is the canary, web6 batch 1.
+		msgs := strings.Join(logMsgs(r), "\n")
+		if !strings.Contains(msgs, "rollout: canary of 2: web1, web2, web3, web4, web5") || !strings.Contains(msgs, "rollout: batch 1 of 2: web6") {
+			t.Errorf("stages:\n%s", msgs)
+		}
+	})
+}
+
+// launchNodes starts a test-bed node per name, all at once.
+func launchNodes(t *testing.T, bed *testbed.Bed, names []string) map[string]*testbed.Node {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	nodes := map[string]*testbed.Node{}
+	errs := map[string]error{}
+	for _, name := range names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n, err := bed.Launch(ctx, t.Name()+"-"+name, t.TempDir())
+			mu.Lock()
+			defer mu.Unlock()
+			if n != nil {
+				t.Cleanup(n.Delete)
+			}
+			nodes[name], errs[name] = n, err
+		}()
+	}
+	wg.Wait()
+	for name, err := range errs {
+		if err != nil {
+			t.Fatalf("launch %s: %v", name, err)
+		}
+	}
+	return nodes
+}
