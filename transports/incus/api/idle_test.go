@@ -58,22 +58,13 @@ func TestNoConnectionLeftOpen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sock := filepath.Join(t.TempDir(), "unix.socket")
-	ul, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := &peekingListener{Listener: ul}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		time.Sleep(time.Millisecond) // long enough for requests to overlap
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(answer)
-	})}
-	go func() { _ = srv.Serve(l) }()
-	t.Cleanup(func() { _ = srv.Close() })
-
-	c := api.New(sock)
-	t.Cleanup(c.Close)
+	var l *peekingListener
+	c := serveUnix(t, func(ul net.Listener) net.Listener { l = &peekingListener{Listener: ul}; return l },
+		func(w http.ResponseWriter, r *http.Request) {
+			time.Sleep(time.Millisecond) // long enough for requests to overlap
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(answer)
+		})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -117,12 +108,7 @@ func TestFileReadRetriedAfterServerError(t *testing.T) {
 		t.Fatal(err)
 	}
 	var requests atomic.Int64
-	sock := filepath.Join(t.TempDir(), "unix.socket")
-	l, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	c := serveUnix(t, nil, func(w http.ResponseWriter, r *http.Request) {
 		n := requests.Add(1)
 		switch {
 		case r.URL.Query().Get("path") == "/missing":
@@ -139,11 +125,7 @@ func TestFileReadRetriedAfterServerError(t *testing.T) {
 			h.Set("X-Incus-mode", "0600")
 			_, _ = w.Write([]byte("token"))
 		}
-	})}
-	go func() { _ = srv.Serve(l) }()
-	t.Cleanup(func() { _ = srv.Close() })
-	c := api.New(sock)
-	t.Cleanup(c.Close)
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	f, err := c.File(ctx, "default", "web1", "/var/lib/switchyard/spire/join-token")
@@ -154,4 +136,24 @@ func TestFileReadRetriedAfterServerError(t *testing.T) {
 	if _, err := c.Stat(ctx, "default", "web1", "/missing"); !api.IsNotFound(err) || requests.Load() != 11 {
 		t.Errorf("missing file: %v after %d requests; want not found after 1", err, requests.Load()-10)
 	}
+}
+
+// serveUnix serves handler on a unix socket of its own (its listener wrapped by wrap
+// when not nil) until t ends, and is a client of it.
+func serveUnix(t *testing.T, wrap func(net.Listener) net.Listener, handler http.HandlerFunc) *api.Client {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "unix.socket")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wrap != nil {
+		l = wrap(l)
+	}
+	srv := &http.Server{Handler: handler}
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	c := api.New(sock)
+	t.Cleanup(c.Close)
+	return c
 }
