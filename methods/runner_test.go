@@ -111,7 +111,7 @@ func TestSubsetAddresses(t *testing.T) {
 		{"tenant node: what follows its deploy", inc, tenant,
 			append([]string{tofu.Address("web1"), tofu.InstanceAddress("web1")}, tofu.TenantNodeAddresses("web1", tenant)...)},
 	} {
-		if got := subsetAddresses(tc.nodes, tc.tenant); !slices.Equal(got, tc.want) {
+		if got := subsetAddresses(tc.nodes, tc.tenant, tofu.Layout{}); !slices.Equal(got, tc.want) {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/switchyard-nix/switchyard/plan/definition"
 	"github.com/switchyard-nix/switchyard/plan/method"
 	"github.com/switchyard-nix/switchyard/provider"
+	"github.com/switchyard-nix/switchyard/rollout"
 	"github.com/switchyard-nix/switchyard/tofu"
 	"github.com/switchyard-nix/switchyard/transports/incus/clientconf"
 	"github.com/switchyard-nix/switchyard/verdict"
@@ -37,6 +38,7 @@ type tfRun struct {
 	locked atomic.Bool       // OpenTofu's -json stream said the state lock was held
 
 	targets []*tfexec.TargetOption // a subset run's -target options
+	before  []byte                 // the state before this run, when read to lay the nodes out
 }
 
 func (r *tfRun) run(ctx context.Context) (int, error) {
@@ -57,6 +59,20 @@ func (r *tfRun) run(ctx context.Context) (int, error) {
 		// changed tree is refused before anything runs.
 		if err := checkSavedPlan(r.req.PlanIn, r.d, r.p); err != nil {
 			return exitFor(err), err
+		}
+	}
+	subset := r.req.Group != "" || len(r.req.Nodes) > 0
+	if r.m.Staged() && (r.req.Verb == "apply" || r.req.Verb == "plan") {
+		// plan lays the graph out as apply would, from the rollout setting.
+		if err := r.setRollout(r.req.Rollout); err != nil {
+			return exitFor(err), err
+		}
+		if r.rollout.Enabled() && subset {
+			if r.req.Rollout != "" {
+				return ExitRefused, fmt.Errorf("--rollout: a staged rollout covers the whole tree: run it without --group and --node: %w", ErrRefused)
+			}
+			r.out.Log("", "info", "rollout: not staged: --group and --node deploy the nodes they pick at once")
+			r.rollout = rollout.Spec{}
 		}
 	}
 	drvs := map[string]string{}
@@ -124,7 +140,6 @@ func (r *tfRun) run(ctx context.Context) (int, error) {
 		}
 		extra["PG_CONN_STR"] = strings.TrimSpace(string(b))
 	}
-	subset := r.req.Group != "" || len(r.req.Nodes) > 0
 	r.ws, err = tofu.Prepare(tofu.Setup{StateDir: r.req.StateDir, Bin: bin, Self: self, Nodes: nodes,
 		Backend: backend, Subset: subset, Environ: os.Environ(), Extra: extra, Tenant: tenant})
 	if err != nil {
@@ -156,10 +171,13 @@ func (r *tfRun) run(ctx context.Context) (int, error) {
 		}
 		return ExitInfra, fmt.Errorf("seeding an empty OpenTofu state: %s", oneLine(err))
 	}
+	if err := r.layout(ctx, subset); err != nil {
+		return ExitInfra, err
+	}
 	if subset {
 		// --group or --node: only these nodes' deployments are planned; the others
 		// in the state are left as they are, not forgotten.
-		for _, a := range subsetAddresses(nodes, tenant) {
+		for _, a := range subsetAddresses(nodes, tenant, r.ws.Layout()) {
 			r.targets = append(r.targets, tfexec.Target(a))
 		}
 	}
@@ -249,10 +267,10 @@ func (f *fleet) tofuNodes(drvs map[string]string) ([]tofu.Node, error) {
 // deployment, its instance (so that destroy deletes it too; apply would take it in as
 // the deployment's dependency anyway), and a tenant's node resources after the deploy
 // (the identity, the pass after it, the node's own records).
-func subsetAddresses(nodes []tofu.Node, tenant *tofu.Tenant) []string {
+func subsetAddresses(nodes []tofu.Node, tenant *tofu.Tenant, layout tofu.Layout) []string {
 	var out []string
 	for _, n := range nodes {
-		out = append(out, tofu.Address(n.Name))
+		out = append(out, layout.Address(n.Name))
 		if n.Instance != nil {
 			out = append(out, tofu.InstanceAddress(n.Name))
 		}
@@ -261,6 +279,53 @@ func subsetAddresses(nodes []tofu.Node, tenant *tofu.Tenant) []string {
 		}
 	}
 	return out
+}
+
+// layout places the nodes' deployments in the configuration once the state can be
+// read. A staged rollout (apply, and plan showing what apply would do) gives every
+// node a block of its own, ordered by stages of the nodes that change: those
+// whose state records another derivation or a failed (or held) verdict, or none. A
+// subset run keeps every node where the state holds it: OpenTofu refuses to move a
+// resource that is not targeted. Other runs keep the shared block, which takes the
+// nodes of a past rollout back (moved blocks).
+func (r *tfRun) layout(ctx context.Context, subset bool) error {
+	if !subset && !r.rollout.Enabled() {
+		return nil
+	}
+	r.tf.SetStdout(io.Discard)
+	raw, err := r.ws.ReadState(ctx, r.tf)
+	r.streams()
+	if err != nil {
+		return fmt.Errorf("reading the state: %s", oneLine(err))
+	}
+	r.before = raw
+	if subset {
+		own, err := tofu.OwnBlocks(raw)
+		if err != nil || len(own) == 0 {
+			return err
+		}
+		return r.ws.Relayout(tofu.Layout{Own: own})
+	}
+	recorded, err := tofu.Deployments(raw)
+	if err != nil {
+		return err
+	}
+	var names []string
+	changed := map[string]bool{}
+	for _, n := range r.p.Nodes {
+		names = append(names, n.Name)
+		attrs, found := recorded[n.Name]
+		ok, _ := attrs["ok"].(bool)
+		changed[n.Name] = !found || !ok || attrs["drv"] != r.drvs[n.Name]
+	}
+	stages := rollout.Stages(names, changed, r.rollout)
+	for _, st := range stages {
+		r.out.Log("", "info", fmt.Sprintf("rollout: %s of %d: %s", stageName(st), len(stages), strings.Join(st.Nodes, ", ")))
+	}
+	if err := r.ws.Relayout(tofu.Staged(stages)); err != nil {
+		return err
+	}
+	return r.tf.SetEnv(r.ws.Env)
 }
 
 // evaluateAll evaluates every node through the eval cache.
@@ -361,7 +426,12 @@ func (r *tfRun) apply(ctx context.Context) (int, error) {
 	// the apply was left alone by OpenTofu (SPEC 7), and is reported as unchanged, not
 	// with its old verdict replayed as if it had just been switched. A state that
 	// cannot be read here leaves every node reported as the state has it.
-	before, _ := r.states(ctx)
+	var before map[string]nodeState
+	if r.before != nil {
+		before, _ = readStates(r.before, r.m.TenantsOnly)
+	} else {
+		before, _ = r.states(ctx)
+	}
 	w, wait := r.events()
 	var err error
 	opts := targets[tfexec.ApplyOption](r.targets)
@@ -392,7 +462,7 @@ func tallyApply(out Reporter, methodName string, nodes []*plan.Node, before, sta
 			code = max(code, ExitInfra)
 			continue
 		}
-		if b, ok := before[n.Name]; ok && b.recorded != "" && b.recorded == st.recorded {
+		if b, ok := before[n.Name]; ok && b.recorded != "" && b.recorded == st.recorded && st.verdict.Switch.Result != verdict.SwitchHeld {
 			st.verdict.Switch = verdict.Switch{Result: verdict.SwitchUnchanged}
 			st.verdict.PhasesMS = nil
 			out.Log(n.Name, "info", n.Name+": unchanged: OpenTofu left it alone; the units are as its last deploy judged them")
@@ -501,6 +571,7 @@ func (r *tfRun) plan(ctx context.Context) (int, error) {
 		return ExitInfra, fmt.Errorf("tofu show of the plan: %s", oneLine(err))
 	}
 	changed := tofu.ChangedNodes(p)
+	r.heldBefore(ctx)
 	saved := newSavedPlan(r.d)
 	n := 0
 	for _, node := range r.p.Nodes {
@@ -517,6 +588,22 @@ func (r *tfRun) plan(ctx context.Context) (int, error) {
 	}
 	r.out.Summary(len(r.p.Nodes), len(r.p.Nodes)-n, n, ExitOK)
 	return ExitOK, nil
+}
+
+// heldBefore says which nodes the last apply's rollout held (their state records
+// why): the plan deploys them again.
+func (r *tfRun) heldBefore(ctx context.Context) {
+	var states map[string]nodeState
+	if r.before != nil {
+		states, _ = readStates(r.before, r.m.TenantsOnly)
+	} else {
+		states, _ = r.states(ctx)
+	}
+	for _, n := range r.p.Nodes {
+		if st, ok := states[n.Name]; ok && st.verdict.Switch.Result == verdict.SwitchHeld {
+			r.out.Log(n.Name, "info", fmt.Sprintf("%s: %s, in the last apply: this plan deploys it", n.Name, strings.Join(st.verdict.Reasons, "; ")))
+		}
+	}
 }
 
 // raw is `run -- <args>`: OpenTofu with the generated configuration; its exit code

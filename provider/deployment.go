@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"strings"
 	"time"
 
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
@@ -43,6 +45,7 @@ type deploymentModel struct {
 	Toplevel types.String `tfsdk:"toplevel"`
 	Previous types.String `tfsdk:"previous"`
 	Verdict  types.String `tfsdk:"verdict"`
+	Held     types.String `tfsdk:"held"`
 	OK       types.Bool   `tfsdk:"ok"`
 	ExitCode types.Int64  `tfsdk:"exit_code"`
 }
@@ -89,9 +92,11 @@ func (d *deployment) Schema(_ context.Context, _ resource.SchemaRequest, resp *r
 				Description: "the node's verdict is a switchyard_verdict pass after this deploy (tf-incus-operator: after the " +
 					"node's identity exists): units this pass finds failed do not fail the deploy; a switch that did not " +
 					"install the toplevel still does"},
-			"toplevel":  computed("the toplevel the node was deployed with"),
-			"previous":  computed("the generation the node ran before"),
-			"verdict":   computed("the verdict of the last deploy (JSON)"),
+			"toplevel": computed("the toplevel the node was deployed with"),
+			"previous": computed("the generation the node ran before"),
+			"verdict":  computed("the verdict of the last deploy (JSON)"),
+			"held": computed("why a staged rollout held the node in the last apply (\"held: the rollout stopped at " +
+				"batch 2 (web4 failed)\"): it was not deployed; \"\" when it was"),
 			"ok":        schema.BoolAttribute{Computed: true, Description: "whether the last deploy's verdict passed"},
 			"exit_code": schema.Int64Attribute{Computed: true, Description: "the last deploy's exit code (SPEC 2.1)"},
 		},
@@ -135,7 +140,7 @@ func transportChoice(host, inst types.String) string {
 // attributes become unknown, so the next apply retries it even when its inputs are
 // the same.
 func (d *deployment) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
-	retryFailed(ctx, req, resp, "toplevel", "previous", "verdict")
+	retryFailed(ctx, req, resp, "toplevel", "previous", "verdict", "held")
 }
 
 // retryFailed makes a resource whose recorded verdict failed change again: its
@@ -163,7 +168,7 @@ func (d *deployment) Create(ctx context.Context, req resource.CreateRequest, res
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	d.deploy(ctx, &m, func(summary, detail string) { resp.Diagnostics.AddError(summary, detail) })
+	d.deploy(ctx, &m, nil, &resp.Diagnostics)
 	// The state is returned even with an error: OpenTofu keeps it (tainted), so the
 	// failed verdict is recorded and the next apply retries the node.
 	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
@@ -175,12 +180,15 @@ func (d *deployment) Update(ctx context.Context, req resource.UpdateRequest, res
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	d.deploy(ctx, &m, func(summary, detail string) { resp.Diagnostics.AddError(summary, detail) })
+	var prior deploymentModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &prior)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	d.deploy(ctx, &m, &prior, &resp.Diagnostics)
 	// A retry on a node already running the toplevel (a failed verdict deployed
 	// again) says the node ran that toplevel before: keep the generation that came
 	// before it, the one to roll back to.
-	var prior deploymentModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &prior)...)
 	if m.Previous.Equal(m.Toplevel) && prior.Toplevel.Equal(m.Toplevel) {
 		m.Previous = prior.Previous
 	}
@@ -194,10 +202,15 @@ func (d *deployment) Read(context.Context, resource.ReadRequest, *resource.ReadR
 func (d *deployment) Delete(context.Context, resource.DeleteRequest, *resource.DeleteResponse) {}
 
 // deploy runs the deploy body on the node and fills the computed attributes; a
-// failed verdict is reported through fail, naming the node.
-func (d *deployment) deploy(ctx context.Context, m *deploymentModel, fail func(summary, detail string)) {
+// failed verdict is reported in diags, naming the node. prior is the node's state
+// before (nil for a create). In a staged rollout (EnvRollout) a node whose stage
+// before it did not pass is held: not contacted, its state recording why; and a
+// failed verdict is a warning, not an error, so that OpenTofu goes on to the stages
+// after it, which it would otherwise skip without recording them as held.
+func (d *deployment) deploy(ctx context.Context, m *deploymentModel, prior *deploymentModel, diags *diag.Diagnostics) {
 	node := m.Node.ValueString()
 	m.ID = types.StringValue(node)
+	m.Held = types.StringValue("")
 	record := func(v verdict.Verdict, code int) {
 		b, _ := json.Marshal(v)
 		m.Toplevel = types.StringValue(v.Toplevel)
@@ -206,10 +219,27 @@ func (d *deployment) deploy(ctx context.Context, m *deploymentModel, fail func(s
 		m.OK = types.BoolValue(code == exitcode.OK)
 		m.ExitCode = types.Int64Value(int64(code))
 	}
+	steps, err := rolloutSteps()
+	if err != nil {
+		record(verdict.Verdict{Node: node, ExitCode: exitcode.Refused, Reasons: []string{err.Error()}}, exitcode.Refused)
+		diags.AddError(node+": deploy refused", fmt.Sprintf("%s: %v", node, err))
+		return
+	}
+	step, staged := steps[node]
+	fail := diags.AddError
+	if staged {
+		fail = diags.AddWarning
+		if reason := heldBy(step); reason != "" {
+			d.hold(ctx, m, prior, reason)
+			outcomes.Store(node, outcome{held: reason})
+			diags.AddWarning(node+": held", node+": "+reason)
+			return
+		}
+	}
 	cfg, err := effects.ConfigFromEnv(os.Getenv)
 	if err != nil {
 		record(verdict.Verdict{Node: node, ExitCode: exitcode.Refused, Reasons: []string{err.Error()}}, exitcode.Refused)
-		fail(node+": deploy refused", fmt.Sprintf("%s: %v", node, err))
+		diags.AddError(node+": deploy refused", fmt.Sprintf("%s: %v", node, err))
 		return
 	}
 	if cfg.VerdictOnly {
@@ -219,12 +249,13 @@ func (d *deployment) deploy(ctx context.Context, m *deploymentModel, fail func(s
 		err := errors.New("DEPLOY_VERDICT_ONLY=1: the provider deploys, it does not run the verdict-only pass: " +
 			"run `switchyard <method> verdict` (or apply) instead")
 		record(verdict.Verdict{Node: node, ExitCode: exitcode.Refused, Reasons: []string{err.Error()}}, exitcode.Refused)
-		fail(node+": deploy refused", fmt.Sprintf("%s: %v", node, err))
+		diags.AddError(node+": deploy refused", fmt.Sprintf("%s: %v", node, err))
 		return
 	}
 	t, err := m.transport()
 	if err != nil {
 		record(verdict.Verdict{Node: node, ExitCode: exitcode.Refused, Reasons: []string{"wait: " + err.Error()}}, exitcode.Refused)
+		outcomes.Store(node, outcome{})
 		fail(node+": deploy refused", fmt.Sprintf("%s: wait: %v", node, err))
 		return
 	}
@@ -237,11 +268,34 @@ func (d *deployment) deploy(ctx context.Context, m *deploymentModel, fail func(s
 		// whose verdict is the node's: this one only had to install the toplevel.
 		m.OK = types.BoolValue(true)
 		tflog.Info(ctx, fmt.Sprintf("%s: the units' verdict (exit %d) waits for the pass after registration", node, res.ExitCode))
-		return
 	}
-	if res.ExitCode != exitcode.OK {
+	outcomes.Store(node, outcome{ok: m.OK.ValueBool()})
+	if !m.OK.ValueBool() {
 		fail(verdictFailure(node, res))
 	}
+}
+
+// hold records a node a staged rollout did not reach: the generation it runs stays
+// the one its state recorded (prior; none for a node never deployed), and its
+// verdict is held (exit 1), with the toplevel it would have been deployed with.
+func (d *deployment) hold(ctx context.Context, m, prior *deploymentModel, reason string) {
+	node := m.Node.ValueString()
+	v := verdict.Verdict{Node: node, Pass: verdict.PassDeploy, Switch: verdict.Switch{Result: verdict.SwitchHeld},
+		ExitCode: exitcode.Verdict, Reasons: []string{reason}}
+	if out, err := exec.CommandContext(ctx, "nix-store", "--query", "--outputs", "--", m.Drv.ValueString()).Output(); err == nil {
+		v.Toplevel = strings.TrimSpace(string(out))
+	}
+	m.Toplevel, m.Previous = types.StringValue(""), types.StringValue("")
+	if prior != nil {
+		m.Toplevel, m.Previous = prior.Toplevel, prior.Previous
+		v.Previous = prior.Toplevel.ValueString()
+	}
+	b, _ := json.Marshal(v)
+	m.Verdict = types.StringValue(string(b))
+	m.Held = types.StringValue(reason)
+	m.OK = types.BoolValue(false)
+	m.ExitCode = types.Int64Value(exitcode.Verdict)
+	tflog.Info(ctx, node+": "+reason)
 }
 
 // verdictFailure is the diagnostic of a failed pass: its summary, and its detail

@@ -87,6 +87,9 @@ func Failed(s Stage, codes map[string]int) []string {
 
 // HeldReason is the reason of a node the rollout did not reach because it stopped
 // at s, where failed failed: "held: the rollout stopped at batch 2 (web3 failed)".
-func HeldReason(s Stage, failed []string) string {
-	return fmt.Sprintf("held: the rollout stopped at %s (%s failed)", s, strings.Join(failed, ", "))
+func HeldReason(s Stage, failed []string) string { return Held(s.String(), failed) }
+
+// Held is HeldReason for the stage named stage ("the canary", "batch 2").
+func Held(stage string, failed []string) string {
+	return fmt.Sprintf("held: the rollout stopped at %s (%s failed)", stage, strings.Join(failed, ", "))
 }

@@ -122,16 +122,60 @@ func ResourcesOf(state []byte, types ...string) (map[string]map[string]map[strin
 	}
 	for _, r := range s.Resources {
 		nodes, ok := out[r.Type]
-		if !ok || r.Module != "" || r.Mode != "managed" || r.Name != ResourceName {
+		if !ok || r.Module != "" || r.Mode != "managed" {
 			continue
 		}
 		for _, i := range r.Instances {
-			if node, ok := i.IndexKey.(string); ok {
+			if node := instanceNode(r.Name, i.IndexKey); node != "" {
 				nodes[node] = i.Attributes
 			}
 		}
 	}
 	return out, nil
+}
+
+// instanceNode is the node of the instance key of the resource block name: the key
+// of the shared block "node", or the node of its own block "node_<node>" (Layout);
+// "" for another block.
+func instanceNode(name string, key any) string {
+	if k, ok := key.(string); ok && name == ResourceName {
+		return k
+	}
+	if node, ok := strings.CutPrefix(name, ResourceName+"_"); ok && key == nil {
+		return node
+	}
+	return ""
+}
+
+// OwnBlocks is the nodes whose deployment a state holds in a block of its own
+// (Layout), as Resources reads it.
+func OwnBlocks(state []byte) (map[string]bool, error) {
+	own := map[string]bool{}
+	if len(bytes.TrimSpace(state)) == 0 {
+		return own, nil
+	}
+	var s struct {
+		Resources []struct {
+			Module, Mode, Type, Name string
+			Instances                []struct {
+				IndexKey any `json:"index_key"`
+			}
+		}
+	}
+	if err := json.Unmarshal(state, &s); err != nil {
+		return nil, fmt.Errorf("state: %w", err)
+	}
+	for _, r := range s.Resources {
+		if r.Type != ResourceType || r.Module != "" || r.Mode != "managed" || r.Name == ResourceName {
+			continue
+		}
+		for _, i := range r.Instances {
+			if node := instanceNode(r.Name, i.IndexKey); node != "" {
+				own[node] = true
+			}
+		}
+	}
+	return own, nil
 }
 
 // ChangedNodes says, per node the plan mentions, whether its deployment changes.

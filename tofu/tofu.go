@@ -104,6 +104,12 @@ func MainConfig(nodes []Node, b Backend, subset bool) ([]byte, error) {
 // TenantConfig is MainConfig with a tenant's resources (tf-incus-operator) when
 // tenant is not nil; its nodes are Incus nodes.
 func TenantConfig(nodes []Node, b Backend, subset bool, tenant *Tenant) ([]byte, error) {
+	return LayoutConfig(nodes, b, subset, tenant, Layout{})
+}
+
+// LayoutConfig is TenantConfig with the nodes' deployments placed by layout; a
+// tenant's nodes are all in the shared block.
+func LayoutConfig(nodes []Node, b Backend, subset bool, tenant *Tenant, layout Layout) ([]byte, error) {
 	// nixos_conf covers every file of the operator tree (plan.NixosConf), so an edit
 	// for one node changes every node's. A node whose derivation is the one the last
 	// run recorded builds the same system: it keeps its recorded nixos_conf, so
@@ -226,6 +232,10 @@ func TenantConfig(nodes []Node, b Backend, subset bool, tenant *Tenant) ([]byte,
 		cfg["output"].(map[string]any)["deployments"].(map[string]any)["value"] =
 			"${{for k, d in " + ResourceType + "." + ResourceName + " : k => {toplevel = d.toplevel, nixos_conf = d.nixos_conf, drv = d.drv, ok = d.ok}}}"
 	}
+	if tenant != nil && (len(layout.Own) > 0 || len(layout.Steps) > 0) {
+		return nil, fmt.Errorf("a tenant's deployments are in one block: no staged rollout")
+	}
+	layout.place(cfg, nodes, subset)
 	if !subset {
 		leaving := "setsubtract(keys(try(" + SelfRead + ".outputs.deployments, {})), keys(local.nodes))"
 		cfg["check"] = map[string]any{"nodes_leaving": map[string]any{"assert": []any{map[string]any{
@@ -319,6 +329,7 @@ type Workspace struct {
 	// see MarkInitialized.
 	Initialized bool
 	initKey     string
+	setup       Setup // what main.tf.json was generated from (Relayout)
 }
 
 // Setup is what Prepare generates a working directory from.
@@ -332,6 +343,7 @@ type Setup struct {
 	Environ  []string          // the environment OpenTofu's is made from (Env)
 	Extra    map[string]string // added to it
 	Tenant   *Tenant           // tf-incus-operator's resources; nil for the other methods
+	Layout   Layout            // where the nodes' deployments are; the zero Layout: the shared block
 }
 
 // Prepare writes the working directory: main.tf.json, the CLI configuration and the
@@ -360,18 +372,14 @@ func Prepare(s Setup) (*Workspace, error) {
 			return nil, err
 		}
 	}
-	main, err := TenantConfig(s.Nodes, b, s.Subset, s.Tenant)
-	if err != nil {
-		return nil, err
-	}
-	if err := writeFile(filepath.Join(dir, "main.tf.json"), main); err != nil {
-		return nil, err
-	}
 	cliConfig := filepath.Join(dir, "cli.tfrc")
 	if err := writeFile(cliConfig, []byte(CLIConfig(plugins))); err != nil {
 		return nil, err
 	}
-	ws := &Workspace{Dir: dir, Bin: s.Bin, CLIConfig: cliConfig, Env: Env(s.Environ, cliConfig, s.Extra), Backend: b}
+	ws := &Workspace{Dir: dir, Bin: s.Bin, CLIConfig: cliConfig, Env: Env(s.Environ, cliConfig, s.Extra), Backend: b, setup: s}
+	if err := ws.Relayout(s.Layout); err != nil {
+		return nil, err
+	}
 	ws.initKey = initKey(s, b, CLIConfig(plugins))
 	ws.Initialized = ws.initKey != "" && ws.initializedFor(ws.initKey)
 	if !ws.Initialized {
@@ -385,6 +393,30 @@ func Prepare(s Setup) (*Workspace, error) {
 	}
 	return ws, nil
 }
+
+// Relayout writes main.tf.json again with the nodes' deployments placed by l, and
+// sets the provider's EnvRollout in Env for l's rollout (a Terraform handle made
+// before needs its SetEnv again). Init does not depend on the layout: it can follow
+// a first init, once the state tells where the nodes are.
+func (w *Workspace) Relayout(l Layout) error {
+	w.setup.Layout = l
+	main, err := LayoutConfig(w.setup.Nodes, w.Backend, w.setup.Subset, w.setup.Tenant, l)
+	if err != nil {
+		return err
+	}
+	env, err := l.env()
+	if err != nil {
+		return err
+	}
+	delete(w.Env, provider.EnvRollout)
+	if env != "" {
+		w.Env[provider.EnvRollout] = env
+	}
+	return writeFile(filepath.Join(w.Dir, "main.tf.json"), main)
+}
+
+// Layout is where main.tf.json places the nodes' deployments.
+func (w *Workspace) Layout() Layout { return w.setup.Layout }
 
 // initMark is the file, in the working directory, holding the key of what the
 // directory was last initialised for.
@@ -563,9 +595,15 @@ func InstanceAddress(node string) string {
 // "<node>/<application>/<unit>"), data sources too.
 var addrRE = regexp.MustCompile(`^(?:data\.)?switchyard_[a-z_]+\.(?:` + ResourceName + `|node_a|node_aaaa|unit)\["((?:[^"\\]|\\.)*)"\]`)
 
+// ownRE matches a deployment in a block of its own (Layout).
+var ownRE = regexp.MustCompile(`^` + regexp.QuoteMeta(ResourceType+"."+ResourceName+"_") + `([A-Za-z0-9_-]+)$`)
+
 // NodeOf gives the node a resource address names, its deployment's or its
 // instance's ("" when none).
 func NodeOf(addr string) string {
+	if m := ownRE.FindStringSubmatch(addr); m != nil {
+		return m[1]
+	}
 	m := addrRE.FindStringSubmatch(addr)
 	if m == nil {
 		return ""

@@ -14,7 +14,7 @@ type Settings struct {
 
 	SSHKeyFile     string `setting:"sshKeyFile"`
 	KnownHostsFile string `setting:"knownHostsFile"`
-	Rollout        string `setting:"rollout"` // the ssh method's
+	Rollout        string `setting:"rollout"` // ssh, tf and tf-incus
 
 	StateBackend     string `setting:"stateBackend"`
 	PgConnStringFile string `setting:"pgConnStringFile"`

@@ -62,6 +62,13 @@ func VerbDeploys(verb string) bool {
 	return false
 }
 
+// Staged reports whether the method's apply deploys in stages (the rollout
+// setting, the --rollout flag): the ssh method, tf and tf-incus.
+func (m Method) Staged() bool {
+	_, ok := m.Setting("rollout")
+	return ok
+}
+
 // HasVerb reports whether verb is one of the method's verbs.
 func (m Method) HasVerb(verb string) bool {
 	for _, v := range m.Verbs {

@@ -45,7 +45,7 @@ func methodFlagSet(m method.Method, verb string, f *methodFlags) *flag.FlagSet {
 	if verb == "apply" {
 		fs.StringVar(&f.planIn, "plan", "", "deploy exactly the plan saved in `FILE`")
 	}
-	if verb == "apply" && m.Runner == method.RunnerSSH { // the ssh runner stages the fleet itself
+	if verb == "apply" && m.Staged() {
 		fs.StringVar(&f.rollout, "rollout", "", "deploy in stages, `SPEC` canary=N,batch=M (M a count or a percentage): a failed stage holds the rest (default: the rollout setting)")
 	}
 	return fs

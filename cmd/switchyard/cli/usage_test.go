@@ -94,8 +94,8 @@ func TestHelpEverywhere(t *testing.T) {
 				"usage: switchyard " + m.Name + " " + v, func(t *testing.T, what, out string) {
 					var f methodFlags
 					flagsListed(t, what, out, methodFlagSet(m, v, &f))
-					// issue 14 item 2: a staged rollout is the ssh method's apply's alone.
-					if rollout := strings.Contains(out, "--rollout SPEC"); rollout != (m.Name == "ssh" && v == "apply") {
+					// issue 14 item 2: a staged rollout is the apply of ssh, tf and tf-incus.
+					if rollout := strings.Contains(out, "--rollout SPEC"); rollout != (m.Name != "tf-incus-operator" && v == "apply") {
 						t.Errorf("%s: --rollout listed: %v", what, rollout)
 					}
 					varsListed(t, what, out, method.VerbDeploys(v))

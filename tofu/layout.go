@@ -1,0 +1,153 @@
+package tofu
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/switchyard-nix/switchyard/provider"
+	"github.com/switchyard-nix/switchyard/rollout"
+)
+
+// Layout places each node's deployment in the configuration: in the shared for_each
+// block, switchyard_deployment.node["<node>"] (the default), or in a block of its
+// own, switchyard_deployment.node_<node>. A staged rollout needs blocks of their own:
+// OpenTofu orders blocks by their dependencies, never the instances of one block.
+// The zero Layout puts every node in the shared block.
+type Layout struct {
+	Own   map[string]bool          // nodes in a block of their own
+	Steps map[string]provider.Step // a staged rollout: node to its place; these are in blocks of their own
+}
+
+// Staged is the layout of a staged rollout: every node of stages in a block of its
+// own, each depending on the nodes of the stage before it.
+func Staged(stages []rollout.Stage) Layout {
+	l := Layout{Own: map[string]bool{}, Steps: map[string]provider.Step{}}
+	for i, st := range stages {
+		for _, n := range st.Nodes {
+			step := provider.Step{Stage: st.String()}
+			if i > 0 {
+				step.After, step.AfterStage = stages[i-1].Nodes, stages[i-1].String()
+			}
+			l.Own[n], l.Steps[n] = true, step
+		}
+	}
+	return l
+}
+
+// Address is the resource address of node's deployment in this layout.
+func (l Layout) Address(node string) string {
+	if l.own(node) {
+		return OwnAddress(node)
+	}
+	return Address(node)
+}
+
+func (l Layout) own(node string) bool {
+	_, staged := l.Steps[node]
+	return l.Own[node] || staged
+}
+
+// OwnAddress is the address of node's deployment in a block of its own.
+func OwnAddress(node string) string { return ResourceType + "." + ownName(node) }
+
+// ownName is the name of node's own block; node names are identifiers already
+// (letters, digits, "_" and "-"), but may start with a digit, which the prefix
+// covers.
+func ownName(node string) string { return ResourceName + "_" + node }
+
+// env is the provider's EnvRollout for the layout's rollout, "" for none.
+func (l Layout) env() (string, error) {
+	if len(l.Steps) == 0 {
+		return "", nil
+	}
+	b, err := json.Marshal(l.Steps)
+	return string(b), err
+}
+
+// place moves the nodes of the layout's own blocks out of the shared block of cfg's
+// deployments (body, whose each.key and each.value are replaced by the node's), and
+// points the deployments output at every block. A run over the whole tree (not
+// subset) also gets a moved block per node from its other address, so a node goes
+// between the shared block and its own without being deployed or forgotten; moving
+// a node outside a -target'ed run is refused by OpenTofu, so a subset run must be
+// laid out as the state holds its nodes.
+func (l Layout) place(cfg map[string]any, nodes []Node, subset bool) {
+	res, _ := cfg["resource"].(map[string]any)
+	blocks, _ := res[ResourceType].(map[string]any)
+	body, _ := blocks[ResourceName].(map[string]any)
+	if body == nil {
+		return
+	}
+	var own, moved []any
+	entries := []string{}
+	for _, n := range nodes {
+		from, to := OwnAddress(n.Name), Address(n.Name)
+		if l.own(n.Name) {
+			from, to = to, from
+			own = append(own, n.Name)
+			blk := forNode(body, n.Name).(map[string]any)
+			delete(blk, "for_each")
+			var after []string
+			for _, a := range l.Steps[n.Name].After {
+				after = append(after, OwnAddress(a))
+			}
+			if len(after) > 0 {
+				blk["depends_on"] = after
+			}
+			blocks[ownName(n.Name)] = blk
+			d := OwnAddress(n.Name)
+			entries = append(entries, fmt.Sprintf("%s = {toplevel = %s.toplevel, nixos_conf = %s.nixos_conf, drv = %s.drv, ok = %s.ok}",
+				strconv.Quote(n.Name), d, d, d, d))
+		}
+		if !subset {
+			moved = append(moved, map[string]any{"from": from, "to": to})
+		}
+	}
+	if len(moved) > 0 {
+		cfg["moved"] = moved
+	}
+	if len(own) == 0 {
+		return
+	}
+	shared := "{for k, d in " + ResourceType + "." + ResourceName + " : k => {toplevel = d.toplevel, nixos_conf = d.nixos_conf, drv = d.drv, ok = d.ok}}"
+	if len(own) == len(nodes) {
+		delete(blocks, ResourceName)
+		shared = "{}"
+	} else {
+		list, _ := json.Marshal(own)
+		body["for_each"] = "${{for k, v in local.nodes : k => v if !contains(" + string(list) + ", k)}}"
+	}
+	cfg["output"].(map[string]any)["deployments"].(map[string]any)["value"] =
+		"${merge(" + shared + ", {" + strings.Join(entries, ", ") + "})}"
+}
+
+// forNode is a copy of a for_each block's body v for node: each.key is the node's
+// name and each.value its entry of local.nodes.
+func forNode(v any, node string) any {
+	switch v := v.(type) {
+	case string:
+		q := strconv.Quote(node)
+		return strings.ReplaceAll(strings.ReplaceAll(v, "each.value", "local.nodes["+q+"]"), "each.key", q)
+	case []string:
+		out := make([]string, len(v))
+		for i, s := range v {
+			out[i] = forNode(s, node).(string)
+		}
+		return out
+	case []any:
+		out := make([]any, len(v))
+		for i, s := range v {
+			out[i] = forNode(s, node)
+		}
+		return out
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, s := range v {
+			out[k] = forNode(s, node)
+		}
+		return out
+	}
+	return v
+}
