@@ -113,6 +113,21 @@ func TestTFIncusApplyPlanDestroy(t *testing.T) {
 		t.Errorf("plan right after apply: %v\n%s", p, r.stdout)
 	}
 
+	// Issue 14 item 2: a rollout with nothing to change moves the deployments to
+	// blocks of their own and touches no instance and no node; the apply after it,
+	// without one, moves them back.
+	r = switchyard(t, env, "tf-incus", "apply", "--tree", tree, "--output", "json", "--rollout", "canary=1")
+	wantCode(t, r, 0)
+	for name, v := range verdicts(t, r) {
+		if v["switch"].(map[string]any)["result"] != "unchanged" {
+			t.Errorf("%s under a rollout with nothing to change: %v", name, v)
+		}
+	}
+	if msgs := strings.Join(logMsgs(r), "\n"); strings.Contains(msgs, "Modifying") || strings.Contains(msgs, "Creating") ||
+		strings.Contains(msgs, "Destroying") || !strings.Contains(msgs, "rollout: batch 1 of 1: web1, web2") {
+		t.Errorf("rollout with nothing to change:\n%s", msgs)
+	}
+
 	// web1's image changes (another alias of the same image): its instance is
 	// replaced, and the fresh instance is deployed again; web2 is left alone.
 	if out, err := incusCLI(t, "exec", "--project", project, "web1", "--", "touch", "/etc/old-instance"); err != nil {
