@@ -19,7 +19,7 @@ func TestFleetOtherNodesGoOn(t *testing.T) {
 		deploys = append(deploys, (&effects.Deploy{Node: []string{"web1", "web2", "web3"}[i], Transport: f,
 			Config: testConfig(false), Reporter: &effectstest.Events{}, Source: effects.Source{Toplevel: f.Toplevel}}).WithSeams(func(context.Context, effects.Source) (string, error) { return f.Toplevel, nil }, time.Millisecond))
 	}
-	res := effects.RunFleet(context.Background(), deploys, 2)
+	res := effects.RunFleet(context.Background(), deploys, 2, nil)
 	if got := [3]int{res[0].ExitCode, res[1].ExitCode, res[2].ExitCode}; got != [3]int{0, 3, 1} {
 		t.Fatalf("exit codes %v, want [0 3 1]", got)
 	}

@@ -42,15 +42,14 @@ type fleet struct {
 	open     func(n *plan.Node) (effects.Transport, error)
 	evaluate func(ctx context.Context, n *plan.Node) (drv, how string, err error)
 	outputs  func(ctx context.Context, drv string) (string, error)
-	// body runs the deploy body on one node (effects' own; the runner's unit tests
-	// play its outcome to test the rollout's decisions).
+	// body runs the deploy body on one node (nil: effects' own; the runner's unit
+	// tests play its outcome to test the rollout's decisions).
 	body func(ctx context.Context, d *effects.Deploy) effects.Result
 }
 
 func newFleet(m method.Method, d *merge.Deployment, p *plan.Plan, cfg effects.Config, out Reporter, req Request) *fleet {
 	f := &fleet{m: m, d: d, s: d.Typed(), p: p, cfg: cfg, out: out, parallel: req.Parallel, offline: req.Offline}
 	f.open = f.transport
-	f.body = func(ctx context.Context, d *effects.Deploy) effects.Result { return d.Run(ctx) }
 	cache := evalcache.Open(cfg.EvalCacheDir, nil)
 	f.evaluate = func(ctx context.Context, n *plan.Node) (string, string, error) { return evaluate(ctx, cache, n) }
 	f.outputs = func(ctx context.Context, drv string) (string, error) {
@@ -218,8 +217,7 @@ func (f *fleet) deployStage(ctx context.Context, cfg effects.Config, nodes []*pl
 			SkipUnchanged: true})
 		planned = append(planned, n)
 	}
-	// A node cancelled while it waits for a slot runs at once: the body reports it.
-	for i, r := range pool.Map(ctx, deploys, f.width(), f.body) {
+	for i, r := range effects.RunFleet(ctx, deploys, f.width(), f.body) {
 		n := planned[i]
 		codes[n.Name] = r.ExitCode
 		if r.ExitCode == ExitOK {
