@@ -37,7 +37,8 @@ type tfRun struct {
 	drvs   map[string]string // node to its toplevel derivation (apply, plan, run)
 	locked atomic.Bool       // OpenTofu's -json stream said the state lock was held
 
-	targets []*tfexec.TargetOption // a subset run's -target options
+	targets     []*tfexec.TargetOption // a subset run's -target options
+	targetAddrs []string               // and their addresses
 	before  []byte                 // the state before this run, when read to lay the nodes out
 }
 
@@ -148,9 +149,18 @@ func (r *tfRun) run(ctx context.Context) (int, error) {
 	if r.tf, err = r.ws.Terraform(); err != nil {
 		return ExitInfra, err
 	}
-	// terraform-exec asks the binary its version once and keeps it for its own checks.
-	v, _, verr := r.tf.Version(ctx, false)
-	ver, err := tofu.CheckVersion(v, verr)
+	// The version is asked once per OpenTofu binary (terraform-exec would ask it
+	// before its first command of every run; apply runs without it, see
+	// tofu.Workspace.Run).
+	ver := r.ws.CachedVersion()
+	if ver != nil {
+		ver, err = tofu.CheckVersion(ver, nil)
+	} else {
+		v, _, verr := r.tf.Version(ctx, false)
+		if ver, err = tofu.CheckVersion(v, verr); err == nil {
+			err = r.ws.SaveVersion(ver)
+		}
+	}
 	if err != nil {
 		if r.req.Getenv(tofu.EnvTofu) != "" {
 			return ExitRefused, fmt.Errorf("%w: %w", err, ErrRefused)
@@ -178,6 +188,7 @@ func (r *tfRun) run(ctx context.Context) (int, error) {
 		// --group or --node: only these nodes' deployments are planned; the others
 		// in the state are left as they are, not forgotten.
 		for _, a := range subsetAddresses(nodes, tenant, r.ws.Layout()) {
+			r.targetAddrs = append(r.targetAddrs, a)
 			r.targets = append(r.targets, tfexec.Target(a))
 		}
 	}
@@ -188,7 +199,7 @@ func (r *tfRun) run(ctx context.Context) (int, error) {
 		return r.plan(ctx)
 	case "destroy":
 		return r.simple(ctx, "destroy", func(w io.Writer) error {
-			opts := targets[tfexec.DestroyOption](r.targets)
+			opts := append(targets[tfexec.DestroyOption](r.targets), tfexec.Parallelism(r.width()))
 			if r.req.JSON {
 				return r.tf.DestroyJSON(ctx, w, opts...)
 			}
@@ -434,11 +445,11 @@ func (r *tfRun) apply(ctx context.Context) (int, error) {
 	}
 	w, wait := r.events()
 	var err error
-	opts := targets[tfexec.ApplyOption](r.targets)
+	args := tofu.ApplyArgs(r.req.JSON, r.targetAddrs, r.width())
 	if r.req.JSON {
-		err = r.tf.ApplyJSON(ctx, w, opts...)
+		err = r.ws.Run(ctx, args, w, nil)
 	} else {
-		err = r.tf.Apply(ctx, opts...)
+		err = r.ws.Run(ctx, args, r.req.Stderr, r.req.Stderr)
 	}
 	wait()
 	if lerr := lockRefusal(r.locked.Load(), err); lerr != nil {
@@ -546,7 +557,7 @@ func (r *tfRun) plan(ctx context.Context) (int, error) {
 	w, wait := r.events()
 	planFile := r.ws.Dir + "/switchyard.tfplan"
 	var err error
-	opts := append(targets[tfexec.PlanOption](r.targets), tfexec.Out(planFile))
+	opts := append(targets[tfexec.PlanOption](r.targets), tfexec.Out(planFile), tfexec.Parallelism(r.width()))
 	if r.offline {
 		// The state as recorded, without reading any resource back: no node, no
 		// Incus daemon, no DNS server is asked.
