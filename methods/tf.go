@@ -583,6 +583,12 @@ func (r *tfRun) plan(ctx context.Context) (int, error) {
 	}
 	changed := tofu.ChangedNodes(p)
 	r.heldBefore(ctx)
+	drifted := tofu.Drifted(p)
+	for _, n := range r.p.Nodes {
+		if d := drifted[n.Name]; d != "" {
+			r.out.Log(n.Name, "warn", fmt.Sprintf("%s: drift: %s: apply deploys its toplevel again", n.Name, d))
+		}
+	}
 	saved := newSavedPlan(r.d)
 	n := 0
 	for _, node := range r.p.Nodes {

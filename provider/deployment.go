@@ -46,6 +46,7 @@ type deploymentModel struct {
 	Previous types.String `tfsdk:"previous"`
 	Verdict  types.String `tfsdk:"verdict"`
 	Held     types.String `tfsdk:"held"`
+	Drift    types.String `tfsdk:"drift"`
 	OK       types.Bool   `tfsdk:"ok"`
 	ExitCode types.Int64  `tfsdk:"exit_code"`
 }
@@ -97,6 +98,9 @@ func (d *deployment) Schema(_ context.Context, _ resource.SchemaRequest, resp *r
 			"verdict":  computed("the verdict of the last deploy (JSON)"),
 			"held": computed("why a staged rollout held the node in the last apply (\"held: the rollout stopped at " +
 				"batch 2 (web4 failed)\"): it was not deployed; \"\" when it was"),
+			"drift": computed("how the node departs from toplevel, as the last refresh read it (\"runs /nix/store/..., " +
+				"its system profile is ..., not /nix/store/...\"): someone rolled it back or switched it by hand, and the " +
+				"next apply deploys toplevel again; \"\" when it runs toplevel"),
 			"ok":        schema.BoolAttribute{Computed: true, Description: "whether the last deploy's verdict passed"},
 			"exit_code": schema.Int64Attribute{Computed: true, Description: "the last deploy's exit code (SPEC 2.1)"},
 		},
@@ -136,11 +140,25 @@ func transportChoice(host, inst types.String) string {
 	return ""
 }
 
-// ModifyPlan makes a node whose last verdict failed change again: its computed
-// attributes become unknown, so the next apply retries it even when its inputs are
-// the same.
+// ModifyPlan makes a node whose last verdict failed, or that drifted from its
+// toplevel (Read), change again: its computed attributes become unknown, so the next
+// apply deploys it even when its inputs are the same.
 func (d *deployment) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
-	retryFailed(ctx, req, resp, "toplevel", "previous", "verdict", "held")
+	computed := []string{"toplevel", "previous", "verdict", "held", "drift"}
+	retryFailed(ctx, req, resp, computed...)
+	if req.State.Raw.IsNull() || req.Plan.Raw.IsNull() {
+		return
+	}
+	var drift types.String
+	resp.Diagnostics.Append(req.State.GetAttribute(ctx, path.Root("drift"), &drift)...)
+	if resp.Diagnostics.HasError() || drift.ValueString() == "" {
+		return
+	}
+	for _, a := range computed {
+		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root(a), types.StringUnknown())...)
+	}
+	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("ok"), types.BoolUnknown())...)
+	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("exit_code"), types.Int64Unknown())...)
 }
 
 // retryFailed makes a resource whose recorded verdict failed change again: its
@@ -195,8 +213,48 @@ func (d *deployment) Update(ctx context.Context, req resource.UpdateRequest, res
 	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
 }
 
-// Read keeps the state as it is: what a node ran is known from its deploys.
-func (d *deployment) Read(context.Context, resource.ReadRequest, *resource.ReadResponse) {}
+// readTimeout bounds a refresh's read of one node: an unreachable node must not hold
+// a plan for the transport's whole wait.
+const readTimeout = 30 * time.Second
+
+// Read reads what the node runs, its system profile and its boot entry (issue 15
+// item 4), and records in drift how they depart from the toplevel the last deploy
+// installed: a node rolled back or switched by hand shows in plan, and the next
+// apply deploys its planned generation again (ModifyPlan). A node that cannot be
+// read keeps its state as recorded, with a warning naming it: it is never dropped
+// from the state. A node never deployed (held before its first deploy) is not read.
+func (d *deployment) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	var m deploymentModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() || m.Toplevel.ValueString() == "" {
+		return
+	}
+	node := m.Node.ValueString()
+	keep := func(err error) {
+		resp.Diagnostics.AddWarning(node+": refresh: the node could not be read",
+			fmt.Sprintf("%s: %v; its state is kept as the last deploy recorded it", node, err))
+	}
+	t, err := m.transport()
+	if err != nil {
+		keep(err)
+		return
+	}
+	defer t.Close()
+	rctx, cancel := context.WithTimeout(ctx, readTimeout)
+	defer cancel()
+	obs, err := effects.Observe(rctx, t)
+	if err != nil {
+		keep(err)
+		return
+	}
+	var v verdict.Verdict
+	_ = json.Unmarshal([]byte(m.Verdict.ValueString()), &v)
+	m.Drift = types.StringValue(obs.Drift(m.Toplevel.ValueString(), v.Switch.Result == verdict.SwitchRebootNeeded))
+	if d := m.Drift.ValueString(); d != "" {
+		tflog.Warn(ctx, node+": drift: "+d)
+	}
+	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+}
 
 // Delete forgets the node: it never touches it.
 func (d *deployment) Delete(context.Context, resource.DeleteRequest, *resource.DeleteResponse) {}
@@ -210,7 +268,7 @@ func (d *deployment) Delete(context.Context, resource.DeleteRequest, *resource.D
 func (d *deployment) deploy(ctx context.Context, m *deploymentModel, prior *deploymentModel, diags *diag.Diagnostics) {
 	node := m.Node.ValueString()
 	m.ID = types.StringValue(node)
-	m.Held = types.StringValue("")
+	m.Held, m.Drift = types.StringValue(""), types.StringValue("")
 	record := func(v verdict.Verdict, code int) {
 		b, _ := json.Marshal(v)
 		m.Toplevel = types.StringValue(v.Toplevel)

@@ -197,6 +197,27 @@ func ChangedNodes(p *tfjson.Plan) map[string]bool {
 	return out
 }
 
+// Drifted is, per node whose deployment the plan's refresh found drifted (Read: run
+// or booted by hand), how it departs from its toplevel.
+func Drifted(p *tfjson.Plan) map[string]string {
+	out := map[string]string{}
+	if p == nil {
+		return out
+	}
+	for _, rc := range p.ResourceDrift {
+		if rc.Type != ResourceType || rc.Change == nil {
+			continue
+		}
+		after, _ := rc.Change.After.(map[string]any)
+		if d, _ := after["drift"].(string); d != "" {
+			if node := NodeOf(rc.Address); node != "" {
+				out[node] = d
+			}
+		}
+	}
+	return out
+}
+
 // Int reads a number of OpenTofu's JSON (a json.Number or a float64); 0 otherwise.
 func Int(v any) int {
 	switch n := v.(type) {

@@ -14,7 +14,11 @@ import (
 // setTreeClosure changes the test closure the tree's hello application builds (its
 // `closure` setting in deployment.json, see plan/plantest), so every node of the tree
 // gets a new toplevel; the rest of the tree is left as it is.
-func setTreeClosure(t *testing.T, tree, closure string) {
+func setTreeClosure(t *testing.T, tree, closure string) { setHelloSetting(t, tree, "closure", closure) }
+
+// setHelloSetting sets one setting of the tree's hello application in
+// deployment.json: any change gives every node a new toplevel (plantest.Builder).
+func setHelloSetting(t *testing.T, tree, key, value string) {
 	t.Helper()
 	p := filepath.Join(tree, "deployment.json")
 	b, err := os.ReadFile(p)
@@ -30,7 +34,7 @@ func setTreeClosure(t *testing.T, tree, closure string) {
 	if settings == nil {
 		t.Fatalf("deployment.json has no applications.hello.settings: %s", b)
 	}
-	settings["closure"] = closure
+	settings[key] = value
 	if b, err = json.MarshalIndent(def, "", "  "); err != nil {
 		t.Fatal(err)
 	}
