@@ -113,6 +113,8 @@ func TestSchema(t *testing.T) {
 		"toplevel":         {"computed", str},
 		"previous":         {"computed", str},
 		"verdict":          {"computed", str},
+		"held":             {"computed", str},
+		"drift":            {"computed", str},
 		"ok":               {"computed", boolean},
 		"exit_code":        {"computed", num},
 	})
