@@ -92,6 +92,20 @@ substituters ='
 	fi
 }
 
+# raise_limits lifts the kernel limits every unprivileged container shares (they all
+# map to one host user, and each systemd inside takes inotify instances and keys):
+# at the defaults (128 inotify instances) about fifteen nodes run and the next one's
+# systemd stops at once ("Failed to allocate manager object: Too many open files").
+# Values of the order Incus recommends for production hosts; never lowered.
+raise_limits() {
+	for kv in fs.inotify.max_user_instances=8192 fs.inotify.max_user_watches=524288 \
+		kernel.keys.maxkeys=2000 kernel.keys.maxbytes=2000000; do
+		key=${kv%%=*} want=${kv#*=}
+		have=$(sysctl -n "$key" 2>/dev/null || echo 0)
+		if [ "$have" -lt "$want" ]; then sysctl -qw "$kv" || log "cannot raise $key to $want"; fi
+	done
+}
+
 start_incusd() {
 	if incus admin waitready --timeout=2 >/dev/null 2>&1; then return; fi
 	log "starting incusd"
@@ -222,6 +236,7 @@ ensure_vm_image() {
 
 install_packages
 configure_nix
+raise_limits
 start_incusd
 # The tests need OpenTofu; the main job (ssh method) does not.
 if [ "${SWITCHYARD_TESTBED_TOFU:-0}" = 1 ]; then ensure_tofu; fi
