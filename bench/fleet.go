@@ -25,6 +25,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -50,8 +51,26 @@ const (
 	fleetMiB   = 4
 )
 
+// For finding what serialises: the runner's width and OpenTofu's own, which the
+// rows otherwise leave at their defaults (8; 10).
+var (
+	fleetParallel = flag.Int("fleet-parallel", 0, "(g): pass --parallel N to every apply (0: the method's default)")
+	fleetTofuPar  = flag.Int("fleet-tofu-parallelism", 0, "(g): run OpenTofu's apply with -parallelism=N (TF_CLI_ARGS_apply; 0: its default, 10)")
+	fleetSizesArg = flag.String("fleet-sizes", "1,4,8,16", "(g): the node counts, comma-separated (at most -fleet-max)")
+)
+
 // fleetSizes are the fleet rows' node counts (at most -fleet-max).
-var fleetSizes = []int{1, 4, 8, 16}
+func fleetSizes() ([]int, error) {
+	var sizes []int
+	for _, f := range strings.Split(*fleetSizesArg, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("-fleet-sizes: %q is not a node count", f)
+		}
+		sizes = append(sizes, n)
+	}
+	return sizes, nil
+}
 
 // fleetResult is one timed apply.
 type fleetResult struct {
@@ -59,6 +78,7 @@ type fleetResult struct {
 	nodes  int
 	wall   time.Duration
 	cpu    time.Duration // user+sys of switchyard and every descendant it (or they) waited for
+	self   time.Duration // of that, switchyard's own (its last /proc sample)
 	rss    int64         // the largest maxrss among them
 	// From the events: when the last node's push was done, and per phase the
 	// slowest node's time (the verdicts' phases_ms).
@@ -114,13 +134,17 @@ derivation {
 	}
 	builder := "{ configuration, plan }: import " + strconv.Quote(expr) + "\n"
 
+	sizes, err := fleetSizes()
+	if err != nil {
+		return nil, 0, err
+	}
 	methods := []string{"ssh"}
 	if tofuBin != "" {
 		methods = append(methods, "tf")
 	}
 	var results []fleetResult
 	for _, method := range methods {
-		for _, n := range fleetSizes {
+		for _, n := range sizes {
 			if n > maxNodes {
 				continue
 			}
@@ -163,10 +187,17 @@ func fleetRow(ctx context.Context, bed *testbed.Bed, dir, binary, tofuBin, build
 		return fleetResult{}, err
 	}
 	deployment := fmt.Sprintf(`{"deployment-method":{%q:{"sshKeyFile":%q}}}`, method, bed.KeyFile)
-	cmd := exec.CommandContext(ctx, binary, method, "apply", "--tree", tree, "--state-dir", filepath.Join(dir, "state"), "--output", "json")
+	args := []string{method, "apply", "--tree", tree, "--state-dir", filepath.Join(dir, "state"), "--output", "json"}
+	if *fleetParallel > 0 {
+		args = append(args, "--parallel", strconv.Itoa(*fleetParallel))
+	}
+	cmd := exec.CommandContext(ctx, binary, args...)
 	cmd.Env = append(os.Environ(), "DEPLOYMENT="+deployment, "DEPLOY_EVAL_CACHE_DIR="+filepath.Join(dir, "eval-cache"))
 	if tofuBin != "" {
 		cmd.Env = append(cmd.Env, envTofu+"="+tofuBin)
+	}
+	if *fleetTofuPar > 0 {
+		cmd.Env = append(cmd.Env, "TF_CLI_ARGS_apply=-parallelism="+strconv.Itoa(*fleetTofuPar))
 	}
 	fmt.Fprintf(os.Stderr, "bench: (g) %s, %d nodes: %s apply\n", method, n, method)
 	r, err := timedApply(cmd)
@@ -241,12 +272,34 @@ func timedApply(cmd *exec.Cmd) (fleetResult, error) {
 	if err := cmd.Start(); err != nil {
 		return r, err
 	}
+	// switchyard's own CPU apart from its children's: its /proc stat, sampled until it
+	// exits (rusage only gives the sum).
+	sampled := make(chan time.Duration)
+	stop := make(chan struct{})
+	go func() {
+		var last time.Duration
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			if d, ok := selfCPU(cmd.Process.Pid); ok {
+				last = d
+			}
+			select {
+			case <-stop:
+				sampled <- last
+				return
+			case <-tick.C:
+			}
+		}
+	}()
 	sc := bufio.NewScanner(stdout)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
 	for sc.Scan() {
 		r.events = append(r.events, stampedEvent{time.Since(start), sc.Text()})
 	}
 	_, _ = io.Copy(io.Discard, stdout)
+	close(stop)
+	r.self = <-sampled
 	err = cmd.Wait()
 	r.wall = time.Since(start)
 	if ps := cmd.ProcessState; ps != nil {
@@ -260,9 +313,12 @@ func timedApply(cmd *exec.Cmd) (fleetResult, error) {
 	}
 	r.phases = map[string]int64{}
 	r.firstBody = -1
+	creating := map[string]time.Duration{}
 	for _, e := range r.events {
 		var ev struct {
 			Kind     string           `json:"kind"`
+			Node     string           `json:"node"`
+			Msg      string           `json:"msg"`
 			Phase    string           `json:"phase"`
 			State    string           `json:"state"`
 			PhasesMS map[string]int64 `json:"phases_ms"`
@@ -271,6 +327,15 @@ func timedApply(cmd *exec.Cmd) (fleetResult, error) {
 			continue
 		}
 		switch ev.Kind {
+		case "log":
+			// tf: the provider's phases are not streamed; a node's body starts at
+			// OpenTofu's "Creating...".
+			if ev.Node != "" && strings.HasSuffix(ev.Msg, ": Creating...") {
+				creating[ev.Node] = e.at
+				if r.firstBody < 0 {
+					r.firstBody = e.at
+				}
+			}
 		case "phase":
 			if r.firstBody < 0 {
 				r.firstBody = e.at
@@ -282,6 +347,11 @@ func timedApply(cmd *exec.Cmd) (fleetResult, error) {
 			for p, ms := range ev.PhasesMS {
 				r.phases[p] = max(r.phases[p], ms)
 			}
+			if at, ok := creating[ev.Node]; ok {
+				// tf: the push ended build+wait+push after "Creating...".
+				ms := ev.PhasesMS["build"] + ev.PhasesMS["wait"] + ev.PhasesMS["push"]
+				r.lastPush = max(r.lastPush, at+time.Duration(ms)*time.Millisecond)
+			}
 		}
 	}
 	return r, nil
@@ -292,8 +362,15 @@ func timedApply(cmd *exec.Cmd) (fleetResult, error) {
 // CPU and peak RSS; then the slowest node's phases; then the two issue figures.
 func printFleet(w io.Writer, results []fleetResult, closurePaths int) error {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "\n(g) fleet: a fresh deploy of one closure (%d paths; the same toplevel on every node) by one switchyard process\n", closurePaths)
-	fmt.Fprintln(tw, "method\tnodes\twall\tvs 1 node\tdeployer part\tvs 1 node\tbodies start\tCPU (user+sys)\tCPU vs 1 node\tpeak RSS")
+	fmt.Fprintf(tw, "\n(g) fleet: a fresh deploy of one closure (%d paths; the same toplevel on every node) by one switchyard process", closurePaths)
+	if *fleetParallel > 0 {
+		fmt.Fprintf(tw, "; --parallel %d", *fleetParallel)
+	}
+	if *fleetTofuPar > 0 {
+		fmt.Fprintf(tw, "; OpenTofu -parallelism=%d", *fleetTofuPar)
+	}
+	fmt.Fprintln(tw)
+	fmt.Fprintln(tw, "method\tnodes\twall\tvs 1 node\tdeployer part\tvs 1 node\tbodies start\tCPU (user+sys)\tCPU vs 1 node\tof it switchyard's own\tpeak RSS")
 	one := map[string]fleetResult{}
 	for _, r := range results {
 		if r.nodes == 1 {
@@ -308,8 +385,8 @@ func printFleet(w io.Writer, results []fleetResult, closurePaths int) error {
 			pr = fmt.Sprintf("%.2f", ratio(r.lastPush, o.lastPush))
 			cr = fmt.Sprintf("%.2f", ratio(r.cpu, o.cpu))
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.method, r.nodes, dur(r.wall), wr,
-			dur(r.lastPush), pr, dur(r.firstBody), dur(r.cpu), cr, mib(r.rss))
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.method, r.nodes, dur(r.wall), wr,
+			dur(r.lastPush), pr, dur(r.firstBody), dur(r.cpu), cr, dur(r.self), mib(r.rss))
 	}
 	fmt.Fprintln(tw, "\nmethod\tnodes\tslowest node's phases (ms)")
 	for _, r := range results {
@@ -342,4 +419,28 @@ func printFleet(w io.Writer, results []fleetResult, closurePaths int) error {
 			method, most.nodes, dur(most.wall), dur(o.wall), ratio(most.wall, o.wall))
 	}
 	return nil
+}
+
+// selfCPU is a process's own user+sys time from /proc/PID/stat (fields 14 and 15,
+// in clock ticks: 100 per second on Linux), without its children's.
+func selfCPU(pid int) (time.Duration, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, false
+	}
+	// The command name (field 2) may hold spaces: fields count from its ')'.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(string(b)[i+1:])
+	if len(f) < 13 {
+		return 0, false
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	return time.Duration(utime+stime) * 10 * time.Millisecond, true
 }
