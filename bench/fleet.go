@@ -236,8 +236,20 @@ func launchFleet(ctx context.Context, bed *testbed.Bed, dir string, n int) ([]*t
 		go func() {
 			defer wg.Done()
 			d := filepath.Join(dir, fmt.Sprintf("node%02d", i+1))
-			if errs[i] = os.MkdirAll(d, 0o755); errs[i] == nil {
-				nodes[i], errs[i] = bed.Launch(ctx, fmt.Sprintf("bench-fleet-%d", i+1), d)
+			if errs[i] = os.MkdirAll(d, 0o755); errs[i] != nil {
+				return
+			}
+			// Sixteen containers starting at once on a loaded machine: now and then
+			// one does not come up; a second try gets another instance.
+			for try := 0; try < 3; try++ {
+				var nd *testbed.Node
+				nd, errs[i] = bed.Launch(ctx, fmt.Sprintf("bench-fleet-%d", i+1), d)
+				if errs[i] == nil || nd == nil {
+					nodes[i] = nd
+					return
+				}
+				fmt.Fprintf(os.Stderr, "bench: (g) node %d: %v; another try\n", i+1, errs[i])
+				nd.Delete()
 			}
 		}()
 	}
