@@ -56,6 +56,7 @@ const (
 var (
 	fleetParallel = flag.Int("fleet-parallel", 0, "(g): pass --parallel N to every apply (0: the method's default)")
 	fleetTofuPar  = flag.Int("fleet-tofu-parallelism", 0, "(g): run OpenTofu's apply with -parallelism=N (TF_CLI_ARGS_apply; 0: its default, 10)")
+	fleetOnly     = flag.Bool("fleet-only", false, "measure (g) only")
 	fleetSizesArg = flag.String("fleet-sizes", "1,4,8,16", "(g): the node counts, comma-separated (at most -fleet-max)")
 )
 

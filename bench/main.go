@@ -121,6 +121,14 @@ func run(n, big int, tofuBin, fleetTofu string, fleetMax int) error {
 		return fmt.Errorf("build switchyard: %v: %s", err, out)
 	}
 
+	if *fleetOnly {
+		fleet, closurePaths, err := fleetRows(ctx, bed, tmp, binary, fleetTofu, fleetMax)
+		if err != nil {
+			return err
+		}
+		return printFleet(os.Stdout, fleet, closurePaths)
+	}
+
 	tag := strconv.FormatInt(time.Now().UnixNano(), 36)
 	fmt.Fprintf(os.Stderr, "bench: building a closure of %d small paths + %d MiB\n", n, big)
 	top, err := output("nix-build", "bench/closure.nix", "--no-out-link", "-j", "4",
