@@ -227,8 +227,6 @@ func fleetRow(ctx context.Context, bed *testbed.Bed, dir, binary, tofuBin, build
 // launchFleet launches n nodes at once; the nodes launched are returned also on an
 // error, for the caller to delete.
 func launchFleet(ctx context.Context, bed *testbed.Bed, dir string, n int) ([]*testbed.Node, error) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-	defer cancel()
 	nodes := make([]*testbed.Node, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
@@ -244,7 +242,9 @@ func launchFleet(ctx context.Context, bed *testbed.Bed, dir string, n int) ([]*t
 			// one does not come up; a second try gets another instance.
 			for try := 0; try < 3; try++ {
 				var nd *testbed.Node
-				nd, errs[i] = bed.Launch(ctx, fmt.Sprintf("bench-fleet-%d", i+1), d)
+				lctx, cancel := context.WithTimeout(ctx, 10*time.Minute) // a busy machine boots slowly
+				nd, errs[i] = bed.Launch(lctx, fmt.Sprintf("bench-fleet-%d", i+1), d)
+				cancel()
 				if errs[i] == nil || nd == nil {
 					nodes[i] = nd
 					return
