@@ -97,6 +97,9 @@ type stampedEvent struct {
 // fleetRows measures the fleet rows for ssh and, when tofuBin is not "", for tf. It
 // prints its progress on stderr; every node it launches is deleted before it returns.
 func fleetRows(ctx context.Context, bed *testbed.Bed, tmp, binary, tofuBin string, maxNodes int) ([]fleetResult, int, error) {
+	if err := raiseLimits(); err != nil {
+		return nil, 0, err
+	}
 	tag := "fleet" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	dir := filepath.Join(tmp, "fleet")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -456,4 +459,39 @@ func selfCPU(pid int) (time.Duration, bool) {
 		return 0, false
 	}
 	return time.Duration(utime+stime) * 10 * time.Millisecond, true
+}
+
+// manyNodes are the kernel limits the test bed needs for many containers at once
+// (TESTBED.md, "Many nodes at once"): with fs.inotify.max_user_instances at its
+// default of 128, about the fifteenth container's systemd fails and it stops right
+// after launch.
+var manyNodes = []struct {
+	path string
+	min  int64
+}{
+	{"/proc/sys/fs/inotify/max_user_instances", 8192},
+	{"/proc/sys/kernel/keys/maxkeys", 2000},
+	{"/proc/sys/kernel/keys/maxbytes", 2000000},
+}
+
+// raiseLimits raises each of manyNodes that is below its minimum (never lowers one).
+func raiseLimits() error {
+	for _, l := range manyNodes {
+		b, err := os.ReadFile(l.path)
+		if err != nil {
+			return err
+		}
+		v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		if err != nil {
+			return fmt.Errorf("%s: %w", l.path, err)
+		}
+		if v >= l.min {
+			continue
+		}
+		fmt.Fprintf(os.Stderr, "bench: (g) raising %s from %d to %d for many nodes at once\n", l.path, v, l.min)
+		if err := os.WriteFile(l.path, []byte(strconv.FormatInt(l.min, 10)), 0o644); err != nil {
+			return fmt.Errorf("raise %s (TESTBED.md, many nodes at once): %w", l.path, err)
+		}
+	}
+	return nil
 }
