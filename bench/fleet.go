@@ -154,6 +154,9 @@ derivation {
 			}
 			r, err := fleetRow(ctx, bed, filepath.Join(dir, fmt.Sprintf("%s-%d", method, n)), binary, tofuBin, builder, method, n)
 			if err != nil {
+				// The rows measured so far are still printed.
+				fmt.Fprintf(os.Stderr, "bench: (g) %s, %d nodes: %v\n", method, n, err)
+				_ = printFleet(os.Stdout, results, len(strings.Fields(closure)))
 				return nil, 0, fmt.Errorf("(g) %s, %d nodes: %w", method, n, err)
 			}
 			fmt.Fprintf(os.Stderr, "bench: (g) %s, %d nodes: %s\n", method, n, dur(r.wall))
@@ -206,6 +209,14 @@ func fleetRow(ctx context.Context, bed *testbed.Bed, dir, binary, tofuBin, build
 	fmt.Fprintf(os.Stderr, "bench: (g) %s, %d nodes: %s apply\n", method, n, method)
 	r, err := timedApply(cmd)
 	r.method, r.nodes = method, n
+	if os.Getenv("SWITCHYARD_BENCH_EVENTS") != "" {
+		// For finding what serialises: the stamped events of every run (also a failed one).
+		var b strings.Builder
+		for _, e := range r.events {
+			fmt.Fprintf(&b, "%6d %s\n", e.at.Milliseconds(), e.line)
+		}
+		_ = os.WriteFile(filepath.Join(os.Getenv("SWITCHYARD_BENCH_EVENTS"), fmt.Sprintf("%s-%d.events", method, n)), []byte(b.String()), 0o644)
+	}
 	if err != nil {
 		return r, fmt.Errorf("%s apply: %w", method, err)
 	}
@@ -215,14 +226,6 @@ func fleetRow(ctx context.Context, bed *testbed.Bed, dir, binary, tofuBin, build
 	}
 	if err := tfCheck(strings.Join(lines, "\n"), spec, false); err != nil {
 		return r, fmt.Errorf("%s apply: %w", method, err)
-	}
-	if os.Getenv("SWITCHYARD_BENCH_EVENTS") != "" {
-		// For finding what serialises: the stamped events of every run.
-		var b strings.Builder
-		for _, e := range r.events {
-			fmt.Fprintf(&b, "%6d %s\n", e.at.Milliseconds(), e.line)
-		}
-		_ = os.WriteFile(filepath.Join(os.Getenv("SWITCHYARD_BENCH_EVENTS"), fmt.Sprintf("%s-%d.events", method, n)), []byte(b.String()), 0o644)
 	}
 	return r, nil
 }
