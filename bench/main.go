@@ -10,11 +10,14 @@
 //	(d) TCP connections opened per deploy (counted by the node's sshd);
 //	(e) the per-phase times of one healthy deploy;
 //	(f) a no-op `tf apply` on two nodes, against a bare `tofu plan` on the same
-//	    state (bench/tf.go; needs OpenTofu, -tf=false skips it).
+//	    state (bench/tf.go; needs OpenTofu, -tf=false skips it);
+//	(g) a fresh deploy of one closure to 1, 4, 8 and 16 nodes with the ssh method and
+//	    with tf, against the 1-node deploy (bench/fleet.go; -fleet=false skips it,
+//	    -fleet-max caps the node count; tf only when OpenTofu is found).
 //
 // Run as root on a machine with the test bed (testbed/setup.sh):
 //
-//	go run ./bench [-n 1000] [-big 32] [-tf=false]
+//	go run ./bench [-n 1000] [-big 32] [-tf=false] [-fleet=false] [-fleet-max 16]
 package main
 
 import (
@@ -45,6 +48,8 @@ func main() {
 	n := flag.Int("n", 1000, "small store paths in the closure")
 	big := flag.Int("big", 32, "MiB of the large store path")
 	withTF := flag.Bool("tf", true, "measure (f), the no-op tf apply (needs OpenTofu: SWITCHYARD_TOFU, tofu on PATH, or the test bed's cache)")
+	fleet := flag.Bool("fleet", true, "measure (g), the fleet rows (tf rows too when OpenTofu is found)")
+	fleetMax := flag.Int("fleet-max", 16, "the largest fleet of (g)")
 	flag.Parse()
 	tofuBin := ""
 	if *withTF {
@@ -54,7 +59,14 @@ func main() {
 			os.Exit(1)
 		}
 	}
-	if err := run(*n, *big, tofuBin); err != nil {
+	fleetTofu := tofuBin
+	if *fleet && fleetTofu == "" {
+		fleetTofu, _ = findTofu() // not found: (g) measures ssh only
+	}
+	if !*fleet {
+		*fleetMax = 0
+	}
+	if err := run(*n, *big, tofuBin, fleetTofu, *fleetMax); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
@@ -87,8 +99,9 @@ type row struct {
 	ratio                     float64
 }
 
-// run measures (a) to (e), and (f) when tofuBin is not "".
-func run(n, big int, tofuBin string) error {
+// run measures (a) to (e), (f) when tofuBin is not "", and (g) up to fleetMax nodes
+// (0: not), with tf when fleetTofu is not "".
+func run(n, big int, tofuBin, fleetTofu string, fleetMax int) error {
 	bed, err := testbed.Open()
 	if err != nil {
 		return err
@@ -106,6 +119,14 @@ func run(n, big int, tofuBin string) error {
 	binary := filepath.Join(tmp, "switchyard")
 	if out, err := exec.Command("go", "build", "-o", binary, "./cmd/switchyard").CombinedOutput(); err != nil {
 		return fmt.Errorf("build switchyard: %v: %s", err, out)
+	}
+
+	if *fleetOnly {
+		fleet, closurePaths, err := fleetRows(ctx, bed, tmp, binary, fleetTofu, fleetMax)
+		if err != nil {
+			return err
+		}
+		return printFleet(os.Stdout, fleet, closurePaths)
 	}
 
 	tag := strconv.FormatInt(time.Now().UnixNano(), 36)
@@ -255,7 +276,14 @@ func run(n, big int, tofuBin string) error {
 	for _, r := range rows {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%.2f\n", r.what, r.measured, r.reference, r.ratio)
 	}
-	return w.Flush()
+	if err := w.Flush(); err != nil || fleetMax == 0 {
+		return err
+	}
+	fleet, closurePaths, err := fleetRows(ctx, bed, tmp, binary, fleetTofu, fleetMax)
+	if err != nil {
+		return err
+	}
+	return printFleet(os.Stdout, fleet, closurePaths)
 }
 
 func timedChild(self string, nd *testbed.Node, path string) (time.Duration, int64, error) {

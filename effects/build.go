@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 )
 
 // Source says where the toplevel comes from: exactly one of its fields is set.
@@ -91,8 +92,55 @@ func realise(ctx context.Context, drv string) (string, error) {
 }
 
 // builtOutput is the derivation's output when it is already in the local store:
-// then nothing needs building.
+// then nothing needs building. A derivation found built is remembered for the rest of
+// the process (a valid store path stays valid within a run): the nodes of a fleet
+// share their toplevel, so N bodies ask nix-store once instead of twice each, and
+// the bodies asking at the same time wait for the first (issue 14 item 1). A
+// derivation found not built is asked again.
 func builtOutput(ctx context.Context, drv string) (string, bool) {
+	built.mu.Lock()
+	e, found := built.m[drv]
+	if !found {
+		e = &builtEntry{done: make(chan struct{})}
+		built.m[drv] = e
+	}
+	built.mu.Unlock()
+	if found {
+		select {
+		case <-e.done:
+			if e.ok {
+				return e.out, true
+			}
+			return queryBuilt(ctx, drv)
+		case <-ctx.Done():
+			return "", false
+		}
+	}
+	e.out, e.ok = queryBuilt(ctx, drv)
+	if !e.ok {
+		built.mu.Lock()
+		delete(built.m, drv)
+		built.mu.Unlock()
+	}
+	close(e.done)
+	return e.out, e.ok
+}
+
+// built holds the derivations builtOutput found built, by derivation path.
+var built = struct {
+	mu sync.Mutex
+	m  map[string]*builtEntry
+}{m: map[string]*builtEntry{}}
+
+type builtEntry struct {
+	done chan struct{} // closed when out and ok are set
+	out  string
+	ok   bool
+}
+
+// queryBuilt asks this machine's store for drv's output and whether it is valid; a
+// variable for the unit tests.
+var queryBuilt = func(ctx context.Context, drv string) (string, bool) {
 	out, err := runLocal(ctx, []string{"nix-store", "--query", "--outputs", "--", drv})
 	if err != nil {
 		return "", false

@@ -1,0 +1,500 @@
+package main
+
+// (g): the fleet rows (issue 14 item 1). One closure, the same toplevel on every node,
+// deployed fresh to 1, 4, 8 and 16 fresh test-bed nodes by one `switchyard ssh apply`
+// and by one `switchyard tf apply` process each; every row is a ratio to the 1-node
+// run of the same method.
+//
+// What a row includes. The timed process is the whole apply from a fresh state and
+// eval cache directory: reading the tree, one evaluation per node (every node has its
+// own nixos_conf, so the eval cache cannot share them even though the toplevel is the
+// same), the local "already built" check, and per node the deploy body (wait, push of
+// the closure the node lacks, switch, and the verdict's settle and cycle watch); with
+// tf also `tofu init` into the fresh working directory, the provider plugin and
+// OpenTofu's own graph walk. Nodes are launched in parallel before the clock starts
+// and deleted after each row.
+//
+// The rows also split the wall time with the JSON events, stamped as they arrive
+// (the events carry no clock of their own): "deployer part" is the time until the
+// last node's push phase is done (everything the deployer machine does for the
+// fleet: evaluation, the closure query and export, the streams into the nodes and
+// their imports), the rest is the switch and the judging on the nodes, which take the
+// same time whatever the fleet's size.
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/switchyard-nix/switchyard/plan/plantest"
+	"github.com/switchyard-nix/switchyard/testbed"
+)
+
+// The fleet's closure: a testbed "healthy" toplevel that also references a closure
+// of fleetPaths small paths and fleetMiB MiB (bench/closure.nix), the size issue 14
+// item 4 measured the copy with.
+const (
+	fleetPaths = 200
+	fleetMiB   = 4
+)
+
+// For finding what serialises: the runner's width and OpenTofu's own, which the
+// rows otherwise leave at their defaults (8; 10).
+var (
+	fleetParallel = flag.Int("fleet-parallel", 0, "(g): pass --parallel N to every apply (0: the method's default)")
+	fleetTofuPar  = flag.Int("fleet-tofu-parallelism", 0, "(g): run OpenTofu's apply with -parallelism=N (TF_CLI_ARGS_apply; 0: its default, 10)")
+	fleetOnly     = flag.Bool("fleet-only", false, "measure (g) only")
+	fleetSizesArg = flag.String("fleet-sizes", "1,4,8,16", "(g): the node counts, comma-separated (at most -fleet-max)")
+)
+
+// fleetSizes are the fleet rows' node counts (at most -fleet-max).
+func fleetSizes() ([]int, error) {
+	var sizes []int
+	for _, f := range strings.Split(*fleetSizesArg, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("-fleet-sizes: %q is not a node count", f)
+		}
+		sizes = append(sizes, n)
+	}
+	return sizes, nil
+}
+
+// fleetResult is one timed apply.
+type fleetResult struct {
+	method string
+	nodes  int
+	wall   time.Duration
+	cpu    time.Duration // user+sys of switchyard and every descendant it (or they) waited for
+	self   time.Duration // of that, switchyard's own (its last /proc sample)
+	rss    int64         // the largest maxrss among them
+	// From the events: when the last node's push was done, and per phase the
+	// slowest node's time (the verdicts' phases_ms).
+	lastPush  time.Duration
+	firstBody time.Duration // the first phase event of any node: startup before the bodies
+	phases    map[string]int64
+	events    []stampedEvent
+}
+
+type stampedEvent struct {
+	at   time.Duration
+	line string
+}
+
+// fleetRows measures the fleet rows for ssh and, when tofuBin is not "", for tf. It
+// prints its progress on stderr; every node it launches is deleted before it returns.
+func fleetRows(ctx context.Context, bed *testbed.Bed, tmp, binary, tofuBin string, maxNodes int) ([]fleetResult, int, error) {
+	if err := raiseLimits(); err != nil {
+		return nil, 0, err
+	}
+	tag := "fleet" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	dir := filepath.Join(tmp, "fleet")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, 0, err
+	}
+	// The toplevel: testbed's healthy, copied (its switch-to-configuration finds its
+	// toplevel from its own path), plus a file naming the bench closure, which makes
+	// that closure part of the toplevel's.
+	expr := filepath.Join(dir, "toplevel.nix")
+	src := fmt.Sprintf(`# The fleet benchmark's toplevel (bench/fleet.go): the same on every node.
+let
+  closures = import %q { tag = %q; };
+  bench = import %q { n = %d; bigMiB = %d; tag = %q; };
+in
+derivation {
+  name = "nixos-system-%s";
+  system = builtins.currentSystem;
+  builder = "/bin/sh";
+  healthy = closures.healthy;
+  inherit bench;
+  args = [ "-c" "/bin/cp -R $healthy/. $out && /bin/chmod -R u+w $out && echo $bench > $out/bench-closure" ];
+}
+`, filepath.Join(testbed.RepoRoot(), "testbed", "closures"), tag,
+		filepath.Join(testbed.RepoRoot(), "bench", "closure.nix"), fleetPaths, fleetMiB, tag, tag)
+	if err := os.WriteFile(expr, []byte(src), 0o644); err != nil {
+		return nil, 0, err
+	}
+	fmt.Fprintf(os.Stderr, "bench: (g) building the fleet closure (%d small paths + %d MiB)\n", fleetPaths, fleetMiB)
+	top, err := output("nix-build", expr, "--no-out-link")
+	if err != nil {
+		return nil, 0, fmt.Errorf("build the fleet closure: %w", err)
+	}
+	closure, err := output("nix-store", "--query", "--requisites", strings.TrimSpace(top))
+	if err != nil {
+		return nil, 0, err
+	}
+	builder := "{ configuration, plan }: import " + strconv.Quote(expr) + "\n"
+
+	sizes, err := fleetSizes()
+	if err != nil {
+		return nil, 0, err
+	}
+	methods := []string{"ssh"}
+	if tofuBin != "" {
+		methods = append(methods, "tf")
+	}
+	var results []fleetResult
+	for _, method := range methods {
+		for _, n := range sizes {
+			if n > maxNodes {
+				continue
+			}
+			r, err := fleetRow(ctx, bed, filepath.Join(dir, fmt.Sprintf("%s-%d", method, n)), binary, tofuBin, builder, method, n)
+			if err != nil {
+				// The rows measured so far are still printed.
+				fmt.Fprintf(os.Stderr, "bench: (g) %s, %d nodes: %v\n", method, n, err)
+				_ = printFleet(os.Stdout, results, len(strings.Fields(closure)))
+				return nil, 0, fmt.Errorf("(g) %s, %d nodes: %w", method, n, err)
+			}
+			fmt.Fprintf(os.Stderr, "bench: (g) %s, %d nodes: %s\n", method, n, dur(r.wall))
+			results = append(results, r)
+		}
+	}
+	return results, len(strings.Fields(closure)), nil
+}
+
+// fleetRow launches n fresh nodes (in parallel, before the clock starts), deploys the
+// closure to them with one `switchyard <method> apply` and deletes them.
+func fleetRow(ctx context.Context, bed *testbed.Bed, dir, binary, tofuBin, builder, method string, n int) (fleetResult, error) {
+	fmt.Fprintf(os.Stderr, "bench: (g) %s, %d nodes: launching\n", method, n)
+	nodes, err := launchFleet(ctx, bed, dir, n)
+	defer func() {
+		var wg sync.WaitGroup
+		for _, nd := range nodes {
+			wg.Add(1)
+			go func() { defer wg.Done(); nd.Delete() }()
+		}
+		wg.Wait()
+	}()
+	if err != nil {
+		return fleetResult{}, err
+	}
+	var spec plantest.Tree
+	for i, nd := range nodes {
+		spec.Nodes = append(spec.Nodes, plantest.Node{Name: fmt.Sprintf("n%02d", i+1), Host: "127.0.0.1", Port: nd.SSHPort, HostKey: nd.HostKey})
+	}
+	tree := filepath.Join(dir, "tree")
+	if err := plantest.Write(tree, spec); err != nil {
+		return fleetResult{}, err
+	}
+	if err := os.WriteFile(filepath.Join(tree, "builder.nix"), []byte(builder), 0o644); err != nil {
+		return fleetResult{}, err
+	}
+	deployment := fmt.Sprintf(`{"deployment-method":{%q:{"sshKeyFile":%q}}}`, method, bed.KeyFile)
+	args := []string{method, "apply", "--tree", tree, "--state-dir", filepath.Join(dir, "state"), "--output", "json"}
+	if *fleetParallel > 0 {
+		args = append(args, "--parallel", strconv.Itoa(*fleetParallel))
+	}
+	cmd := exec.CommandContext(ctx, binary, args...)
+	cmd.Env = append(os.Environ(), "DEPLOYMENT="+deployment, "DEPLOY_EVAL_CACHE_DIR="+filepath.Join(dir, "eval-cache"))
+	if tofuBin != "" {
+		cmd.Env = append(cmd.Env, envTofu+"="+tofuBin)
+	}
+	if *fleetTofuPar > 0 {
+		cmd.Env = append(cmd.Env, "TF_CLI_ARGS_apply=-parallelism="+strconv.Itoa(*fleetTofuPar))
+	}
+	fmt.Fprintf(os.Stderr, "bench: (g) %s, %d nodes: %s apply\n", method, n, method)
+	r, err := timedApply(cmd)
+	r.method, r.nodes = method, n
+	if os.Getenv("SWITCHYARD_BENCH_EVENTS") != "" {
+		// For finding what serialises: the stamped events of every run (also a failed one).
+		var b strings.Builder
+		for _, e := range r.events {
+			fmt.Fprintf(&b, "%6d %s\n", e.at.Milliseconds(), e.line)
+		}
+		_ = os.WriteFile(filepath.Join(os.Getenv("SWITCHYARD_BENCH_EVENTS"), fmt.Sprintf("%s-%d.events", method, n)), []byte(b.String()), 0o644)
+	}
+	if err != nil {
+		return r, fmt.Errorf("%s apply: %w", method, err)
+	}
+	var lines []string
+	for _, e := range r.events {
+		lines = append(lines, e.line)
+	}
+	if err := tfCheck(strings.Join(lines, "\n"), spec, false); err != nil {
+		return r, fmt.Errorf("%s apply: %w", method, err)
+	}
+	return r, nil
+}
+
+// launchFleet launches n nodes at once; the nodes launched are returned also on an
+// error, for the caller to delete.
+func launchFleet(ctx context.Context, bed *testbed.Bed, dir string, n int) ([]*testbed.Node, error) {
+	nodes := make([]*testbed.Node, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d := filepath.Join(dir, fmt.Sprintf("node%02d", i+1))
+			if errs[i] = os.MkdirAll(d, 0o755); errs[i] != nil {
+				return
+			}
+			// Sixteen containers starting at once on a loaded machine: now and then
+			// one does not come up; a second try gets another instance.
+			for try := 0; try < 3; try++ {
+				var nd *testbed.Node
+				lctx, cancel := context.WithTimeout(ctx, 10*time.Minute) // a busy machine boots slowly
+				nd, errs[i] = bed.Launch(lctx, fmt.Sprintf("bench-fleet-%d", i+1), d)
+				cancel()
+				if errs[i] == nil || nd == nil {
+					nodes[i] = nd
+					return
+				}
+				fmt.Fprintf(os.Stderr, "bench: (g) node %d: %v; another try\n", i+1, errs[i])
+				nd.Delete()
+			}
+		}()
+	}
+	wg.Wait()
+	var launched []*testbed.Node
+	for _, nd := range nodes {
+		if nd != nil {
+			launched = append(launched, nd)
+		}
+	}
+	for i, err := range errs {
+		if err != nil {
+			return launched, fmt.Errorf("launch node %d: %w", i+1, err)
+		}
+	}
+	return launched, nil
+}
+
+// timedApply runs cmd, stamping each line of its output as it arrives, and reads its
+// CPU time and peak RSS from its rusage: wait4's rusage of a child covers the
+// descendants it waited for (nix-instantiate, nix-store; with tf, OpenTofu and the
+// provider it starts), and its maxrss is the largest of them.
+func timedApply(cmd *exec.Cmd) (fleetResult, error) {
+	var r fleetResult
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return r, err
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return r, err
+	}
+	// switchyard's own CPU apart from its children's: its /proc stat, sampled until it
+	// exits (rusage only gives the sum).
+	sampled := make(chan time.Duration)
+	stop := make(chan struct{})
+	go func() {
+		var last time.Duration
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			if d, ok := selfCPU(cmd.Process.Pid); ok {
+				last = d
+			}
+			select {
+			case <-stop:
+				sampled <- last
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	sc := bufio.NewScanner(stdout)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		r.events = append(r.events, stampedEvent{time.Since(start), sc.Text()})
+	}
+	_, _ = io.Copy(io.Discard, stdout)
+	close(stop)
+	r.self = <-sampled
+	err = cmd.Wait()
+	r.wall = time.Since(start)
+	if ps := cmd.ProcessState; ps != nil {
+		r.cpu = ps.UserTime() + ps.SystemTime()
+		if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
+			r.rss = ru.Maxrss * 1024
+		}
+	}
+	if err != nil {
+		return r, fmt.Errorf("%v: %s", err, lastLine(stderr.String()))
+	}
+	r.phases = map[string]int64{}
+	r.firstBody = -1
+	creating := map[string]time.Duration{}
+	for _, e := range r.events {
+		var ev struct {
+			Kind     string           `json:"kind"`
+			Node     string           `json:"node"`
+			Msg      string           `json:"msg"`
+			Phase    string           `json:"phase"`
+			State    string           `json:"state"`
+			PhasesMS map[string]int64 `json:"phases_ms"`
+		}
+		if json.Unmarshal([]byte(e.line), &ev) != nil {
+			continue
+		}
+		switch ev.Kind {
+		case "log":
+			// tf: the provider's phases are not streamed; a node's body starts at
+			// OpenTofu's "Creating...".
+			if ev.Node != "" && strings.HasSuffix(ev.Msg, ": Creating...") {
+				creating[ev.Node] = e.at
+				if r.firstBody < 0 {
+					r.firstBody = e.at
+				}
+			}
+		case "phase":
+			if r.firstBody < 0 {
+				r.firstBody = e.at
+			}
+			if ev.Phase == "push" && ev.State != "start" {
+				r.lastPush = max(r.lastPush, e.at)
+			}
+		case "verdict":
+			for p, ms := range ev.PhasesMS {
+				r.phases[p] = max(r.phases[p], ms)
+			}
+			if at, ok := creating[ev.Node]; ok {
+				// tf: the push ended build+wait+push after "Creating...".
+				ms := ev.PhasesMS["build"] + ev.PhasesMS["wait"] + ev.PhasesMS["push"]
+				r.lastPush = max(r.lastPush, at+time.Duration(ms)*time.Millisecond)
+			}
+		}
+	}
+	return r, nil
+}
+
+// printFleet prints the fleet rows after the other rows: per method and size, the
+// wall time and its ratio to the same method's 1-node run, the deployer's part,
+// CPU and peak RSS; then the slowest node's phases; then the two issue figures.
+func printFleet(w io.Writer, results []fleetResult, closurePaths int) error {
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "\n(g) fleet: a fresh deploy of one closure (%d paths; the same toplevel on every node) by one switchyard process", closurePaths)
+	if *fleetParallel > 0 {
+		fmt.Fprintf(tw, "; --parallel %d", *fleetParallel)
+	}
+	if *fleetTofuPar > 0 {
+		fmt.Fprintf(tw, "; OpenTofu -parallelism=%d", *fleetTofuPar)
+	}
+	fmt.Fprintln(tw)
+	fmt.Fprintln(tw, "method\tnodes\twall\tvs 1 node\tdeployer part\tvs 1 node\tbodies start\tCPU (user+sys)\tCPU vs 1 node\tof it switchyard's own\tpeak RSS")
+	one := map[string]fleetResult{}
+	for _, r := range results {
+		if r.nodes == 1 {
+			one[r.method] = r
+		}
+	}
+	for _, r := range results {
+		o, ok := one[r.method]
+		wr, pr, cr := "-", "-", "-"
+		if ok {
+			wr = fmt.Sprintf("%.2f", ratio(r.wall, o.wall))
+			pr = fmt.Sprintf("%.2f", ratio(r.lastPush, o.lastPush))
+			cr = fmt.Sprintf("%.2f", ratio(r.cpu, o.cpu))
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.method, r.nodes, dur(r.wall), wr,
+			dur(r.lastPush), pr, dur(r.firstBody), dur(r.cpu), cr, dur(r.self), mib(r.rss))
+	}
+	fmt.Fprintln(tw, "\nmethod\tnodes\tslowest node's phases (ms)")
+	for _, r := range results {
+		var names []string
+		for p := range r.phases {
+			names = append(names, p)
+		}
+		sort.Slice(names, func(i, j int) bool { return r.phases[names[i]] > r.phases[names[j]] })
+		var parts []string
+		for _, p := range names {
+			parts = append(parts, fmt.Sprintf("%s %d", p, r.phases[p]))
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\n", r.method, r.nodes, strings.Join(parts, ", "))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, method := range []string{"ssh", "tf"} {
+		o, ok := one[method]
+		if !ok {
+			continue
+		}
+		var most fleetResult
+		for _, r := range results {
+			if r.method == method && r.nodes > most.nodes {
+				most = r
+			}
+		}
+		fmt.Fprintf(w, "issue 14 figure, %s: %d nodes / 1 node = %s / %s = %.2f (goal: at most 2)\n",
+			method, most.nodes, dur(most.wall), dur(o.wall), ratio(most.wall, o.wall))
+	}
+	return nil
+}
+
+// selfCPU is a process's own user+sys time from /proc/PID/stat (fields 14 and 15,
+// in clock ticks: 100 per second on Linux), without its children's.
+func selfCPU(pid int) (time.Duration, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, false
+	}
+	// The command name (field 2) may hold spaces: fields count from its ')'.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(string(b)[i+1:])
+	if len(f) < 13 {
+		return 0, false
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	return time.Duration(utime+stime) * 10 * time.Millisecond, true
+}
+
+// manyNodes are the kernel limits the test bed needs for many containers at once
+// (TESTBED.md, "Many nodes at once"): with fs.inotify.max_user_instances at its
+// default of 128, about the fifteenth container's systemd fails and it stops right
+// after launch.
+var manyNodes = []struct {
+	path string
+	min  int64
+}{
+	{"/proc/sys/fs/inotify/max_user_instances", 8192},
+	{"/proc/sys/kernel/keys/maxkeys", 2000},
+	{"/proc/sys/kernel/keys/maxbytes", 2000000},
+}
+
+// raiseLimits raises each of manyNodes that is below its minimum (never lowers one).
+func raiseLimits() error {
+	for _, l := range manyNodes {
+		b, err := os.ReadFile(l.path)
+		if err != nil {
+			return err
+		}
+		v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		if err != nil {
+			return fmt.Errorf("%s: %w", l.path, err)
+		}
+		if v >= l.min {
+			continue
+		}
+		fmt.Fprintf(os.Stderr, "bench: (g) raising %s from %d to %d for many nodes at once\n", l.path, v, l.min)
+		if err := os.WriteFile(l.path, []byte(strconv.FormatInt(l.min, 10)), 0o644); err != nil {
+			return fmt.Errorf("raise %s (TESTBED.md, many nodes at once): %w", l.path, err)
+		}
+	}
+	return nil
+}
