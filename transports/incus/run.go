@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/switchyard-nix/switchyard/effects"
 	"github.com/switchyard-nix/switchyard/transports/incus/api"
@@ -37,11 +39,37 @@ func commandPath(extra []string) (string, error) {
 // a shell gives it.
 const exitNotFound = 127
 
-// Run runs cmd.Argv on the instance as one exec operation of the Incus API (argv
-// as it is: no shell) and returns its exit status. The daemon's socket not
-// answering, and the instance missing or not running, wrap effects.ErrUnreachable.
-// A cancelled ctx sends the command SIGTERM and, after a grace period, closes its
-// streams, which makes the daemon kill it.
+// execWrapper is the fixed script every command runs under:
+//
+//	/bin/sh -c execWrapper switchyard <argv...>
+//
+// The daemon signals only the process it started, and that process shares a
+// process group with nothing in the instance, so a cancel could not reach the
+// command's children. The script reports its pid on stderr (taken out again by
+// stream.PIDLine) and execs the command under setsid, which makes that pid a
+// new session and process group, the command's, that a cancel kills whole. Argv
+// reaches the command as "$@", never parsed. A program that is not found gets
+// the shell's message and status, as the daemon's own "command not found" did.
+const execWrapper = `command -v "$1" >/dev/null 2>&1 || { printf '%s: command not found\n' "$1" >&2; exit 127; }
+printf '` + stream.PIDPrefix + `%d\n' "$$" >&2
+command -v setsid >/dev/null 2>&1 && exec setsid -- "$@"
+exec "$@"`
+
+// killScript sends signal $1 to the process group $2 (or, when it is no group
+// because setsid was missing, to the process): the shell's builtin kill, no
+// program needed.
+const killScript = `kill -"$1" -"$2" 2>/dev/null || kill -"$1" "$2"`
+
+// cancelGrace bounds each step of a cancel: the wait for the command's pid,
+// each kill's exec, and the command's end after SIGTERM and after SIGKILL.
+var cancelGrace = 2 * time.Second
+
+// Run runs cmd.Argv on the instance as one exec operation of the Incus API
+// (argv as it is, under execWrapper) and returns its exit status. The daemon's
+// socket not answering, and the instance missing or not running, wrap
+// effects.ErrUnreachable. A cancelled ctx ends the command's process group:
+// SIGTERM, then SIGKILL after cancelGrace, each sent by an exec of its own;
+// then the exec's streams are closed.
 func (t *Transport) Run(ctx context.Context, cmd effects.Command) (int, error) {
 	if len(cmd.Argv) == 0 || cmd.Argv[0] == "" {
 		return -1, errors.New("incus: empty command")
@@ -64,8 +92,33 @@ func (t *Transport) Run(ctx context.Context, cmd effects.Command) (int, error) {
 	stdout, stderr := stream.NewGate(cmd.Stdout), stream.NewGate(cmd.Stderr)
 	defer stdout.Close()
 	defer stderr.Close()
-	req := api.ExecRequest{Command: cmd.Argv, Environment: map[string]string{"PATH": path}}
-	code, err := t.c.Exec(ctx, t.cfg.Instance, t.cfg.Project, req, cmd.Stdin, stdout, stderr)
+	pidLine := stream.NewPIDLine(stderr)
+	argv := append([]string{"/bin/sh", "-c", execWrapper, "switchyard"}, cmd.Argv...)
+	req := api.ExecRequest{Command: argv, Environment: map[string]string{"PATH": path}}
+
+	// The exec is cancelled only after the command's group was stopped: a
+	// cancelled exec closes its streams, and the daemon then kills the one
+	// process it started, not its children.
+	execCtx, stopExec := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopExec()
+	done := make(chan execResult, 1)
+	go func() {
+		code, err := t.c.Exec(execCtx, t.cfg.Instance, t.cfg.Project, req, cmd.Stdin, stdout, pidLine)
+		done <- execResult{code, err}
+	}()
+	var code int
+	select {
+	case r := <-done:
+		code, err = r.code, r.err
+	case <-ctx.Done():
+		stopErr := t.stop(pidLine, done)
+		stopExec()
+		if stopErr != nil {
+			return -1, fmt.Errorf("%s: %s interrupted, and it may still run on the node (%v): %w", t.Target(), cmd.Argv[0], stopErr, ctx.Err())
+		}
+		return -1, fmt.Errorf("%s: %s interrupted: %w", t.Target(), cmd.Argv[0], ctx.Err())
+	}
+	_ = pidLine.Flush()
 	if err == nil {
 		return code, nil
 	}
@@ -76,6 +129,41 @@ func (t *Transport) Run(ctx context.Context, cmd effects.Command) (int, error) {
 		return exitNotFound, nil
 	}
 	return -1, t.classify(ctx, err, cmd.Argv[0])
+}
+
+// execResult is the end of one exec.
+type execResult struct {
+	code int
+	err  error
+}
+
+// stop ends a cancelled command's process group: SIGTERM and, when the exec has
+// not ended after cancelGrace, SIGKILL. The error says why the command may
+// still run: its pid never came, or a kill could not be sent.
+func (t *Transport) stop(pidLine *stream.PIDLine, done <-chan execResult) error {
+	select {
+	case <-pidLine.Ready():
+	case <-done:
+		return nil
+	case <-time.After(cancelGrace):
+		return errors.New("its pid never arrived, so no kill was sent")
+	}
+	pid := strconv.Itoa(pidLine.PID())
+	for _, sig := range []string{"TERM", "KILL"} {
+		ctx, cancel := context.WithTimeout(context.Background(), cancelGrace)
+		_, err := t.c.Exec(ctx, t.cfg.Instance, t.cfg.Project,
+			api.ExecRequest{Command: []string{"/bin/sh", "-c", killScript, "switchyard", sig, pid}}, nil, nil, nil)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("SIG%s to its process group %s could not be sent: %w", sig, pid, err)
+		}
+		select {
+		case <-done:
+			return nil
+		case <-time.After(cancelGrace):
+		}
+	}
+	return fmt.Errorf("its process group %s did not end %v after SIGKILL", pid, cancelGrace)
 }
 
 // classify turns an error of an exec into the transport's: unreachable when the

@@ -51,7 +51,9 @@
 //
 // Cancelling a hook's context sends SIGINT to the hook's process group (each call
 // runs in its own), then SIGKILL to the group when it has not ended after a grace
-// period.
+// period. That ends the local processes only: remote_exec must itself make the
+// command end on the node when its local side ends (ssh(1) does not; see the
+// watchdog of testdata/ssh-hooks.sh).
 package shell
 
 import (

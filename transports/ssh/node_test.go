@@ -187,8 +187,9 @@ func TestNodeRun(t *testing.T) {
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
-		// A silent command of a root login: sshd refuses the signal; Run still
-		// returns within its grace periods.
+		// A silent command of a root login (sshd refuses signals there): Run
+		// still returns within its grace periods, and the command has ended on
+		// the node (issue 15 item 3).
 		ctx, cancel = context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		start = time.Now()
@@ -201,7 +202,10 @@ func TestNodeRun(t *testing.T) {
 		if code, _ := run(t, tr, effects.Command{Argv: []string{"true"}}); code != 0 {
 			t.Errorf("Run after a cancel exited %d", code)
 		}
-		node.MustExec(t, "pkill", "-f", "sleep 417")
+		if out, _ := node.Exec(ctxFor(t, 10*time.Second), "pgrep", "-af", "sleep 417"); strings.TrimSpace(out) != "" {
+			t.Errorf("the cancelled silent command still runs on the node: %q", out)
+			_, _ = node.Exec(ctxFor(t, 10*time.Second), "pkill", "-f", "sleep 417")
+		}
 	})
 
 	t.Run("reconnect", func(t *testing.T) {

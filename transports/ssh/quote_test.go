@@ -1,6 +1,7 @@
 package ssh
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -42,9 +43,19 @@ func TestCommandLine(t *testing.T) {
 			`PATH="${PATH:+$PATH:}"'/t/sw/bin'; export PATH; exec sudo -n env PATH="$PATH" 'hello'`},
 	}
 	for _, c := range cases {
+		c.want = `printf 'switchyard-pid %d\n' "$$" >&2; ` + c.want
 		if got := commandLine(c.argv, c.path, c.sudo); got != c.want {
 			t.Errorf("commandLine(%q, %q, %v)\n got %s\nwant %s", c.argv, c.path, c.sudo, got, c.want)
 		}
+	}
+}
+
+func TestKillLine(t *testing.T) {
+	if got, want := killLine(4242, "TERM", false), `kill -TERM -4242`; got != want {
+		t.Errorf("killLine as root = %s, want %s", got, want)
+	}
+	if got, want := killLine(4242, "KILL", true), `exec sudo -n 'kill' '-KILL' '--' '-4242'`; got != want {
+		t.Errorf("killLine under sudo = %s, want %s", got, want)
 	}
 }
 
@@ -53,9 +64,16 @@ func TestCommandLine(t *testing.T) {
 func TestCommandLineRoundTrip(t *testing.T) {
 	args := []string{"", "a b", "it's", `"double"`, "$HOME", "`id`", "a;b", "a&&b|c", "*", "~", "new\nline", `back\slash`, "'", "''", "-n", "%s"}
 	line := commandLine(append([]string{"printf", `[%s]\n`}, args...), nil, false)
-	out, err := exec.Command("/bin/sh", "-c", line).Output()
+	c := exec.Command("/bin/sh", "-c", line)
+	var errOut strings.Builder
+	c.Stderr = &errOut
+	out, err := c.Output()
 	if err != nil {
 		t.Fatalf("sh -c %s: %v", line, err)
+	}
+	// The pid report names the shell, which exec made the command.
+	if want := fmt.Sprintf("switchyard-pid %d\n", c.Process.Pid); errOut.String() != want {
+		t.Errorf("stderr %q, want the pid report %q", errOut.String(), want)
 	}
 	var want strings.Builder
 	for _, a := range args {

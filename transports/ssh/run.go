@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -15,11 +16,16 @@ import (
 	"github.com/switchyard-nix/switchyard/transports/stream"
 )
 
-// cancelGrace is how long a cancelled command has between SIGINT and the session's close.
+// cancelGrace bounds each step of a cancel: the wait for the command's pid,
+// sending a kill, and the command's end after SIGTERM and after SIGKILL.
 var cancelGrace = 2 * time.Second
 
 // Run runs cmd.Argv on the node as one session of the shared connection and returns
-// its exit status (128+n for a command killed by signal n).
+// its exit status (128+n for a command killed by signal n). A cancelled ctx ends
+// the command's process group on the node: SIGTERM, then SIGKILL after
+// cancelGrace, each sent by a kill in a new session on the same connection (sshd
+// refuses signal requests in a root login's session, and a command without a
+// terminal outlives its closed session).
 func (t *Transport) Run(ctx context.Context, cmd effects.Command) (int, error) {
 	if err := checkArgv0(cmd.Argv, t.cfg.User != "root"); err != nil {
 		return -1, err
@@ -60,7 +66,10 @@ func (t *Transport) Run(ctx context.Context, cmd effects.Command) (int, error) {
 	stdout, stderr := stream.NewGate(cmd.Stdout), stream.NewGate(cmd.Stderr)
 	defer stdout.Close()
 	defer stderr.Close()
-	sess.Stdout, sess.Stderr = stdout, stderr
+	// The command line reports the remote shell's pid first on stderr; it is
+	// taken out before the caller's writer.
+	pidLine := stream.NewPIDLine(stderr)
+	sess.Stdout, sess.Stderr = stdout, pidLine
 	if cmd.Stdin != nil {
 		// A pipe, not sess.Stdin: Wait would wait for the copy, and a reader that
 		// never ends would hold the command's status back.
@@ -82,22 +91,13 @@ func (t *Transport) Run(ctx context.Context, cmd effects.Command) (int, error) {
 	select {
 	case err = <-waited:
 	case <-ctx.Done():
-		// SIGINT, then close the session. sshd refuses signals in sessions of a
-		// root login ("session signalling requires privilege separation"), and a
-		// closed session without a terminal ends the command only when it next
-		// writes output: after a second grace period Run returns regardless.
-		_ = sess.Signal(gossh.SIGINT)
-		select {
-		case <-waited:
-		case <-time.After(cancelGrace):
-			_ = sess.Close()
-			select {
-			case <-waited:
-			case <-time.After(cancelGrace):
-			}
+		stopErr := t.stop(c, sess, pidLine, waited)
+		if stopErr != nil {
+			return -1, fmt.Errorf("ssh %s: %s interrupted, and it may still run on the node (%v): %w", t.addr, cmd.Argv[0], stopErr, ctx.Err())
 		}
 		return -1, fmt.Errorf("ssh %s: %s interrupted: %w", t.addr, cmd.Argv[0], ctx.Err())
 	}
+	_ = pidLine.Flush()
 
 	var exitErr *gossh.ExitError
 	var missing *gossh.ExitMissingError
@@ -111,6 +111,64 @@ func (t *Transport) Run(ctx context.Context, cmd effects.Command) (int, error) {
 	default:
 		return -1, node.Unreachable(err, "ssh %s: %s", t.addr, cmd.Argv[0])
 	}
+}
+
+// stop ends a cancelled command: its process group gets SIGTERM and, when the
+// session has not ended after cancelGrace, SIGKILL; the session is then closed.
+// The error says why the command may still run: its pid never came, or a kill
+// could not be sent (the connection is gone, sudo refused).
+func (t *Transport) stop(c *gossh.Client, sess *gossh.Session, pidLine *stream.PIDLine, waited <-chan error) error {
+	defer sess.Close()
+	select {
+	case <-pidLine.Ready():
+	case <-waited:
+		return nil
+	case <-time.After(cancelGrace):
+		return errors.New("its pid never arrived, so no kill was sent")
+	}
+	pid := pidLine.PID()
+	for _, sig := range []string{"TERM", "KILL"} {
+		if err := t.killGroup(c, pid, sig); err != nil {
+			return err
+		}
+		select {
+		case <-waited:
+			return nil
+		case <-time.After(cancelGrace):
+		}
+	}
+	return fmt.Errorf("its process group %d did not end %v after SIGKILL", pid, cancelGrace)
+}
+
+// killGroup sends sig to the process group pgid on the node through a new
+// session of c, bounded by cancelGrace. A group that is gone already is no error.
+func (t *Transport) killGroup(c *gossh.Client, pgid int, sig string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), cancelGrace)
+	defer cancel()
+	sess, err := t.newSession(ctx, c)
+	if err != nil {
+		return fmt.Errorf("SIG%s to its process group %d could not be sent: %w", sig, pgid, err)
+	}
+	defer sess.Close()
+	var stderr stream.Tail
+	sess.Stderr = &stderr
+	done := make(chan error, 1)
+	go func() { done <- sess.Run(killLine(pgid, sig, t.cfg.User != "root")) }()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		return fmt.Errorf("SIG%s to its process group %d: no answer within %v", sig, pgid, cancelGrace)
+	}
+	var exitErr *gossh.ExitError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &exitErr) && strings.Contains(strings.ToLower(stderr.String()), "no such process"):
+		return nil
+	case errors.As(err, &exitErr):
+		return fmt.Errorf("SIG%s to its process group %d: kill exited %d: %s", sig, pgid, exitErr.ExitStatus(), stderr.LastLine())
+	}
+	return fmt.Errorf("SIG%s to its process group %d could not be sent: %w", sig, pgid, err)
 }
 
 // newSession opens a session on c; a cancelled ctx stops the wait (a session
@@ -165,12 +223,24 @@ func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-// commandLine is the one command string the SSH protocol carries: every argv
-// element and PATH directory single-quoted, nothing else from input. path is
-// appended to the node's PATH (without an empty element when PATH is unset, which
-// would mean the working directory). With sudo (a user other than root) the
-// command runs under "sudo -n", and env carries PATH through sudo's reset.
+// pidReport is the start of every command line: the login shell writes its pid
+// on stderr (taken out again by stream.PIDLine). sshd starts the shell of a
+// session without a terminal in a session of its own (setsid), so that pid is
+// the process group of the command, which exec keeps.
+const pidReport = `printf '` + stream.PIDPrefix + `%d\n' "$$" >&2; `
+
+// commandLine is the one command string the SSH protocol carries: the pid
+// report, then every argv element and PATH directory single-quoted, nothing else
+// from input. path is appended to the node's PATH (without an empty element when
+// PATH is unset, which would mean the working directory). With sudo (a user
+// other than root) the command runs under "sudo -n", and env carries PATH
+// through sudo's reset.
 func commandLine(argv, path []string, sudo bool) string {
+	return pidReport + execLine(argv, path, sudo)
+}
+
+// execLine is commandLine without the pid report.
+func execLine(argv, path []string, sudo bool) string {
 	var b strings.Builder
 	if len(path) > 0 {
 		b.WriteString(`PATH="${PATH:+$PATH:}"`)
@@ -194,4 +264,15 @@ func commandLine(argv, path []string, sudo bool) string {
 		b.WriteString(shellQuote(a))
 	}
 	return b.String()
+}
+
+// killLine is the command line that sends sig (a name, e.g. "TERM") to the
+// process group pgid: the login shell's builtin kill for root (no program
+// needed on the node; dash's takes no "--"), kill(1) under sudo otherwise.
+func killLine(pgid int, sig string, sudo bool) string {
+	group := "-" + strconv.Itoa(pgid)
+	if sudo {
+		return execLine([]string{"kill", "-" + sig, "--", group}, nil, true)
+	}
+	return "kill -" + sig + " " + group
 }

@@ -26,15 +26,26 @@ target() {
 	printf 'shell root@127.0.0.1:%s\n' "$SY_PORT"
 }
 
+# sy_reaper is the start of every remote command line: sshd does not end a command
+# without a terminal when its connection goes (a cancel kills ssh(1) here, and root
+# sessions refuse signals), so a watchdog, detached from the command, waits for the
+# session's sshd (the login shell's parent) to exit and then ends the command's
+# process group (the login shell's pid: sshd starts it with setsid, and exec keeps
+# it) if the command still runs. Fixed text: nothing from input.
+# shellcheck disable=SC2016
+sy_reaper='sy_p=$PPID sy_s=$$; ( ( while kill -0 "$sy_p" 2>/dev/null; do sleep 1; done; '\
+'kill -0 "$sy_s" 2>/dev/null && kill -TERM -"$sy_s" ) </dev/null >/dev/null 2>&1 & ); '
+
 # remote_exec ARGV...: ssh(1) carries one command string, which the node's login
 # shell (bash) parses, so every argument is quoted with printf %q. The directories in
 # SWITCHYARD_REMOTE_PATH are appended to the remote PATH. ssh exits 255 when it
-# cannot reach the node, which is the transport's "unreachable".
+# cannot reach the node, which is the transport's "unreachable". A cancel (SIGINT to
+# this hook's process group) ends ssh(1), and sy_reaper then ends the command.
 remote_exec() {
-	local line="" q a sy_opts
+	local line=$sy_reaper q a sy_opts
 	if [ -n "${SWITCHYARD_REMOTE_PATH:-}" ]; then
 		printf -v q %q "$SWITCHYARD_REMOTE_PATH"
-		line='PATH="${PATH:+$PATH:}"'"$q"'; export PATH; '
+		line+='PATH="${PATH:+$PATH:}"'"$q"'; export PATH; '
 	fi
 	line+="exec --"
 	for a in "$@"; do
