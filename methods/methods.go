@@ -39,6 +39,7 @@ type Request struct {
 	Group        string
 	Nodes        []string
 	Deployment   []byte // the DEPLOYMENT submission (none: the baked configuration)
+	Signature    []byte // its armored SSH signature (SPEC 6.8); none: unsigned
 	StateDir     string // "" is <tree>/.switchyard
 	Parallel     int    // nodes at once; 0 is the method's parallel setting
 	Rollout      string // apply's stages, "canary=N,batch=M" (ssh method); "" is the rollout setting
@@ -101,6 +102,14 @@ func Run(ctx context.Context, req Request, rep Reporter) (exit int, err error) {
 	}
 	if req.Verb == "schema" {
 		return ExitOK, writeJSON(req.Stdout, plan.Schema(def, m))
+	}
+	// Before the submission is read for anything: a refused signature changes nothing.
+	signer, err := checkSignature(def, req.Deployment, req.Signature, time.Now())
+	if err != nil {
+		return exitFor(err), err
+	}
+	if signer.Principal != "" {
+		rep.Log("", "info", fmt.Sprintf("deployment signed by %s (submission sha256 %s)", signer.Principal, signer.SubmissionSHA256))
 	}
 	d, err := merge.Merge(def, m, req.Deployment)
 	if err != nil {

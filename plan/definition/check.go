@@ -21,6 +21,7 @@ func (d *Definition) checkTree(t *tree.Tree) error {
 		}
 	}
 	check(field.Path("").Key("system"), d.Builder)
+	check(field.Path("").Key("submissions").Key("allowedSigners"), d.Submissions.AllowedSigners)
 	for _, name := range slices.Sorted(maps.Keys(d.Applications)) {
 		a := d.Applications[name]
 		at := field.Path("").Key("applications").Key(name)

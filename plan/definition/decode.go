@@ -38,7 +38,7 @@ func decode(t *tree.Tree, v any) (*Definition, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := top.only("domain", "email", "system", "nixpkgs", "applications", "groups", "dns", "deployment-method"); err != nil {
+	if err := top.only("domain", "email", "system", "nixpkgs", "applications", "groups", "dns", "deployment-method", "submissions"); err != nil {
 		return nil, err
 	}
 	d := &Definition{}
@@ -66,7 +66,33 @@ func decode(t *tree.Tree, v any) (*Definition, error) {
 	if d.DNS, err = decodeDNS(top); err != nil {
 		return nil, err
 	}
+	if d.Submissions, err = decodeSubmissions(top); err != nil {
+		return nil, err
+	}
 	return d, nil
+}
+
+func decodeSubmissions(top object) (Submissions, error) {
+	o, err := top.object("submissions")
+	if err != nil {
+		return Submissions{}, err
+	}
+	if err := o.only("allowedSigners", "requireSignature"); err != nil {
+		return Submissions{}, err
+	}
+	var s Submissions
+	if o.has("allowedSigners") {
+		if s.AllowedSigners, err = repoPath(o.m["allowedSigners"], o.at.Key("allowedSigners"), "a tree path to an allowed_signers file"); err != nil {
+			return Submissions{}, err
+		}
+	}
+	if s.RequireSignature, err = o.bool("requireSignature", false); err != nil {
+		return Submissions{}, err
+	}
+	if s.RequireSignature && s.AllowedSigners == "" {
+		return Submissions{}, field.Errorf(o.at.Key("requireSignature"), "requires allowedSigners: the file of who may sign")
+	}
+	return s, nil
 }
 
 func decodeSystem(top object) (data.RepoPath, error) {

@@ -151,6 +151,14 @@ func TestRefusals(t *testing.T) {
 		{"record value not a string", edit(`"domain"`, `"dns": {"records": {"www": {"A": [1]}}}, "domain"`), "dns.records.www.A[0]", "wrong type", nil},
 		{"unit not a unit name", edit(`"enable": true,`, `"enable": true, "units": ["hello"],`), "applications.hello.units[0]", "not a systemd unit name", nil},
 		{"unit with a path", edit(`"enable": true,`, `"enable": true, "units": ["../x.service"],`), "applications.hello.units[0]", "not a systemd unit name", nil},
+		{"unknown submissions field", edit(`"domain"`, `"submissions": {"allowedSigner": "files/motd.txt"}, "domain"`), "submissions.allowedSigner", "unknown field", nil},
+		{"allowedSigners leaving the tree", edit(`"domain"`, `"submissions": {"allowedSigners": "../allowed_signers"}, "domain"`), "submissions.allowedSigners", "leaves the tree (..)", nil},
+		{"allowedSigners missing", edit(`"domain"`, `"submissions": {"allowedSigners": "allowed_signers"}, "domain"`), "submissions.allowedSigners", "does not exist", nil},
+		{"allowedSigners symlinked out", edit(`"domain"`, `"submissions": {"allowedSigners": "allowed_signers"}, "domain"`), "submissions.allowedSigners", "leaves the tree through a symlink", func(dir string) {
+			os.Symlink("/etc/hostname", filepath.Join(dir, "allowed_signers"))
+		}},
+		{"requireSignature without allowedSigners", edit(`"domain"`, `"submissions": {"requireSignature": true}, "domain"`), "submissions.requireSignature", "requires allowedSigners", nil},
+		{"requireSignature of the wrong type", edit(`"domain"`, `"submissions": {"allowedSigners": "files/motd.txt", "requireSignature": "yes"}, "domain"`), "submissions.requireSignature", "wrong type", nil},
 		{"not data", edit(`"greeting": "hi"`, `"greeting": {"__switchyard_not_data": "a function"}`), "applications.hello.settings.greeting", "not data: a function", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -167,6 +175,22 @@ func TestRefusals(t *testing.T) {
 				t.Errorf("got %q\nwant deployment.json: %s: ...%s...", fe.Error(), tc.path, tc.reason)
 			}
 		})
+	}
+}
+
+// TestSubmissions reads submissions: who may sign a DEPLOYMENT (issue 16 item 1).
+func TestSubmissions(t *testing.T) {
+	def := strings.Replace(good, `"domain"`, `"submissions": {"allowedSigners": "./files/motd.txt", "requireSignature": true}, "domain"`, 1)
+	d, err := Load(context.Background(), newTree(t, JSONFile, def))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (Submissions{AllowedSigners: "files/motd.txt", RequireSignature: true}); d.Submissions != want {
+		t.Errorf("submissions %+v, want %+v", d.Submissions, want)
+	}
+	d, err = Load(context.Background(), newTree(t, JSONFile, good))
+	if err != nil || d.Submissions != (Submissions{}) {
+		t.Errorf("no submissions: %+v, %v", d.Submissions, err)
 	}
 }
 

@@ -26,6 +26,17 @@ type Definition struct {
 	// MethodSettings is deployment-method.<method>: the baked settings of each method,
 	// checked against the method's declared settings.
 	MethodSettings map[string]map[string]any
+	// Submissions is who may sign a DEPLOYMENT (SPEC 6.8).
+	Submissions Submissions
+}
+
+// Submissions is the definition's `submissions`: signed DEPLOYMENTs (SPEC 6.8).
+type Submissions struct {
+	// AllowedSigners is the tree's OpenSSH allowed_signers file; "": none, and a
+	// signed submission is refused.
+	AllowedSigners data.RepoPath
+	// RequireSignature refuses an unsigned submission before any evaluation.
+	RequireSignature bool
 }
 
 // System is the deployment's `system` as written: "nixos" or the builder's tree path.

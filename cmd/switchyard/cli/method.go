@@ -20,11 +20,11 @@ import (
 
 // methodFlags are the common flags of `switchyard <method> <verb>` (SPEC 2).
 type methodFlags struct {
-	tree, group, deployment, output, stateDir, planIn, planOut, rollout string
-	nodes                                                               multiFlag
-	parallel                                                            int
-	tofuArgs                                                            []string // run -- <args>
-	offline                                                             bool
+	tree, group, deployment, signature, output, stateDir, planIn, planOut, rollout string
+	nodes                                                                          multiFlag
+	parallel                                                                       int
+	tofuArgs                                                                       []string // run -- <args>
+	offline                                                                        bool
 }
 
 // methodFlagSet declares a verb's flags into f; the usage text prints the same set.
@@ -35,6 +35,7 @@ func methodFlagSet(m method.Method, verb string, f *methodFlags) *flag.FlagSet {
 	fs.StringVar(&f.group, "group", "", "only the group `NAME`")
 	fs.Var(&f.nodes, "node", "only the node `NAME` (repeatable)")
 	fs.StringVar(&f.deployment, "deployment", "", "DEPLOYMENT submission `FILE`, or - for stdin (default: the DEPLOYMENT variable)")
+	fs.StringVar(&f.signature, "deployment-signature", "", "the submission's SSH signature `FILE` (ssh-keygen -Y sign -n switchyard-deployment; default: the DEPLOYMENT_SIGNATURE variable)")
 	fs.StringVar(&f.output, "output", "text", "`FORMAT`: text or json")
 	fs.IntVar(&f.parallel, "parallel", 0, "how many nodes at once, `N` (default: the method's parallel setting, 8)")
 	fs.StringVar(&f.stateDir, "state-dir", "", "the state `DIR` (default: <tree>/.switchyard)")
@@ -105,6 +106,9 @@ func runMethod(m method.Method, args []string, e env) int {
 	var err error
 	if verb != "schema" {
 		req.Deployment, err = methods.Submission(f.deployment, e.getenv, e.stdin)
+	}
+	if err == nil && verb != "schema" {
+		req.Signature, err = methods.SubmissionSignature(f.signature, e.getenv)
 	}
 	if err == nil {
 		code, err = methods.Run(ctx, req, out)
