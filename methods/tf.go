@@ -39,7 +39,7 @@ type tfRun struct {
 
 	targets     []*tfexec.TargetOption // a subset run's -target options
 	targetAddrs []string               // and their addresses
-	before  []byte                 // the state before this run, when read to lay the nodes out
+	before      []byte                 // the state before this run, when read to lay the nodes out
 }
 
 func (r *tfRun) run(ctx context.Context) (int, error) {
