@@ -1,5 +1,7 @@
 package nixserve
 
+import "time"
+
 // For the external tests.
 
 // PathInfo is what `nix-store --dump-db` records of a path.
@@ -12,11 +14,18 @@ var ParseDumpDB = parseDumpDB
 func resetSpool() {
 	exports.mu.Lock()
 	defer exports.mu.Unlock()
-	for _, f := range exports.files {
-		_ = f.Close()
+	if exports.idle != nil {
+		exports.idle.Stop()
 	}
-	exports.files, exports.entries, exports.size = nil, nil, 0
+	exports.empty()
 }
 
 // ResetSpool empties the process's export spool.
 var ResetSpool = resetSpool
+
+// SetSpoolIdle sets how long an idle spool is kept; the returned func restores it.
+func SetSpoolIdle(d time.Duration) func() {
+	old := spoolIdle
+	spoolIdle = d
+	return func() { spoolIdle = old }
+}

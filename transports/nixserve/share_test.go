@@ -78,6 +78,19 @@ func TestConcurrentCopiesExportOnce(t *testing.T) {
 	if n := len(exported()); n != len(closure) {
 		t.Errorf("a later copy exported again: %d paths exported in all", n)
 	}
+
+	// Once the spool has been idle for its time, it is gone: a copy exports anew.
+	defer nixserve.SetSpoolIdle(10 * time.Millisecond)()
+	if _, err, _ := copyTo(ctxFor(t, time.Minute), newFakeNode(), local, root); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if st, err, _ := copyTo(ctxFor(t, time.Minute), newFakeNode(), local, root); err != nil || st.Sent != len(closure) {
+		t.Errorf("copy after the idle time: %+v, %v", st, err)
+	}
+	if n := len(exported()); n != 2*len(closure) {
+		t.Errorf("after the idle time: %d paths exported in all, want %d", n, 2*len(closure))
+	}
 }
 
 // A copy that breaks off (its node dies, its context ends) in the middle of the

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"time"
 )
 
 // The export of a store path is the same for every node, so a process produces it
@@ -21,6 +22,12 @@ import (
 // the spool is emptied when the last copy ends. A variable for tests.
 var maxSpoolBytes int64 = 1 << 30
 
+// spoolIdle is how long the spool is kept once no copy is running: long enough
+// for the next stage of a rollout or the next wave of a bounded fan-out to read
+// it, short enough that a long-lived process (the OpenTofu provider) does not keep
+// records of paths that may since have been collected and built anew.
+var spoolIdle = 2 * time.Minute
+
 // spoolDir is where the spool's files are created ("": os.TempDir). For tests.
 var spoolDir = ""
 
@@ -33,6 +40,7 @@ type spool struct {
 	files   []*os.File
 	size    int64 // bytes of the records in files
 	users   int   // Exports running
+	idle    *time.Timer
 }
 
 // spoolEntry is one path's record (the export format's NAR and trailer, without
@@ -58,6 +66,10 @@ func spoolKey(command, path string) string { return command + "\x00" + path }
 func (sp *spool) enter() {
 	sp.mu.Lock()
 	sp.users++
+	if sp.idle != nil {
+		sp.idle.Stop()
+		sp.idle = nil
+	}
 	sp.mu.Unlock()
 }
 
@@ -65,12 +77,30 @@ func (sp *spool) leave() {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
 	sp.users--
-	if sp.users == 0 && sp.size > maxSpoolBytes {
-		for _, f := range sp.files {
-			_ = f.Close()
-		}
-		sp.files, sp.entries, sp.size = nil, nil, 0
+	if sp.users > 0 {
+		return
 	}
+	if sp.size > maxSpoolBytes {
+		sp.empty()
+		return
+	}
+	var t *time.Timer
+	t = time.AfterFunc(spoolIdle, func() {
+		sp.mu.Lock()
+		defer sp.mu.Unlock()
+		if sp.idle == t && sp.users == 0 {
+			sp.empty()
+		}
+	})
+	sp.idle = t
+}
+
+// empty drops every record; sp.mu is held and no Export is running.
+func (sp *spool) empty() {
+	for _, f := range sp.files {
+		_ = f.Close()
+	}
+	sp.files, sp.entries, sp.size, sp.idle = nil, nil, 0, nil
 }
 
 // claim makes the caller the producer of the paths that have no entry and
@@ -222,16 +252,19 @@ func (s LocalStore) produceRecords(ctx context.Context, pr *producer, paths []st
 				off += *cw.n
 			}
 		}()
+		if err == nil {
+			if _, rerr := src.ReadByte(); rerr == nil {
+				err = fmt.Errorf("%s %s: data after the end of the export", argv[0], argv[1])
+			}
+		}
+		_ = pr2.CloseWithError(errors.New("export spool: reading stopped"))
+		runErr := <-ran
 		if err != nil {
-			_ = pr2.CloseWithError(err)
-			<-ran
+			// When nix-store failed, the reads got its error.
 			return err
 		}
-		if err := <-ran; err != nil {
-			return err
-		}
-		if _, err := src.ReadByte(); err != io.EOF {
-			return fmt.Errorf("%s %s: data after the end of the export", argv[0], argv[1])
+		if runErr != nil {
+			return runErr
 		}
 	}
 	return nil
