@@ -222,6 +222,25 @@ func TestCopyCancel(t *testing.T) {
 	}
 }
 
+// Issue 14 item 4: a closure of many small paths must not cost the node a write
+// (an SSH packet, a TCP segment, a wakeup of its sshd and nix-store) per path. The
+// local export is ahead of the node: its paths go out in full buffers.
+func TestCopyBatchesSmallPaths(t *testing.T) {
+	store, root := fakeClosure(500, 1000)
+	store.oneWrite = true
+	node := newFakeNode()
+	st, err, served, writes := copyCounting(ctxFor(t, time.Minute), node, store, root)
+	if err != nil || served != nil || st.Sent != 502 {
+		t.Fatalf("Copy: %+v, %v; node: %v", st, err, served)
+	}
+	// The greeting, the query, the export in 64 KiB writes, the end.
+	if max := 3 + int(st.Bytes>>16) + 2; writes > max {
+		t.Errorf("%d writes to the node for %d paths in %d bytes, want at most %d", writes, st.Sent, st.Bytes, max)
+	}
+	closure, _ := store.Closure(context.Background(), []string{root})
+	checkNode(t, node, store, closure)
+}
+
 // TestCopyStreams copies a path of 64 MiB: what Copy allocates stays far below.
 func TestCopyStreams(t *testing.T) {
 	const size = 64 << 20

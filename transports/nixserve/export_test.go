@@ -1,5 +1,7 @@
 package nixserve
 
+import "time"
+
 // For the external tests.
 
 // PathInfo is what `nix-store --dump-db` records of a path.
@@ -7,3 +9,23 @@ type PathInfo = pathInfo
 
 // ParseDumpDB parses the output of `nix-store --dump-db paths...`.
 var ParseDumpDB = parseDumpDB
+
+// resetSpool empties the process's export spool, as if no path had been exported.
+func resetSpool() {
+	exports.mu.Lock()
+	defer exports.mu.Unlock()
+	if exports.idle != nil {
+		exports.idle.Stop()
+	}
+	exports.empty()
+}
+
+// ResetSpool empties the process's export spool.
+var ResetSpool = resetSpool
+
+// SetSpoolIdle sets how long an idle spool is kept; the returned func restores it.
+func SetSpoolIdle(d time.Duration) func() {
+	old := spoolIdle
+	spoolIdle = d
+	return func() { spoolIdle = old }
+}

@@ -2,6 +2,7 @@ package nixserve_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -213,6 +214,9 @@ type fakeStore struct {
 	failAfter int
 	// block makes Export wait for its ctx after that many records.
 	block int
+	// oneWrite makes Export hand over its whole stream in one write, as a
+	// nix-store that is ahead of the node fills its pipe.
+	oneWrite bool
 }
 
 var _ nixserve.Store = (*fakeStore)(nil)
@@ -263,6 +267,12 @@ func (s *fakeStore) Export(ctx context.Context, paths []string, w io.Writer) err
 	s.mu.Unlock()
 	if s.reorder != nil {
 		paths = s.reorder(slices.Clone(paths))
+	}
+	if s.oneWrite {
+		var all bytes.Buffer
+		out := w
+		defer func() { _, _ = out.Write(all.Bytes()) }()
+		w = &all
 	}
 	for i, p := range paths {
 		if s.block > 0 && i == s.block {
@@ -626,7 +636,14 @@ func parseNAR(r io.Reader) error {
 // of two pipes, the client's input closed when the node ends, and the node's
 // input closed when Copy returns.
 func copyTo(ctx context.Context, node *fakeNode, local nixserve.Store, paths ...string) (nixserve.Stats, error, error) {
-	toNodeR, toNodeW := io.Pipe()
+	st, err, served, _ := copyCounting(ctx, node, local, paths...)
+	return st, err, served
+}
+
+// copyCounting is copyTo that also counts the writes that reach the node.
+func copyCounting(ctx context.Context, node *fakeNode, local nixserve.Store, paths ...string) (nixserve.Stats, error, error, int) {
+	toNodeR, pw := io.Pipe()
+	toNodeW := &writeCounter{w: pw}
 	// The node's output is buffered, as a pipe or an SSH channel buffers it: the
 	// node answers the greeting while the client may still be writing.
 	fromNode := &bufferedPipe{}
@@ -641,8 +658,19 @@ func copyTo(ctx context.Context, node *fakeNode, local nixserve.Store, paths ...
 		served <- err
 	}()
 	st, err := nixserve.Copy(ctx, fromNodeR, toNodeW, paths, local)
-	toNodeW.Close()
-	return st, err, <-served
+	pw.Close()
+	return st, err, <-served, toNodeW.writes
+}
+
+// writeCounter counts the writes to w.
+type writeCounter struct {
+	w      io.Writer
+	writes int
+}
+
+func (c *writeCounter) Write(p []byte) (int, error) {
+	c.writes++
+	return c.w.Write(p)
 }
 
 // bufferedPipe is a pipe whose writes never block.

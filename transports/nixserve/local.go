@@ -16,8 +16,9 @@ import (
 
 // LocalStore is the Store of this machine's Nix, through the nix-store command:
 // `nix-store --query --requisites` for the closure (printed in dependency order)
-// and one streaming `nix-store --export` for the missing paths. nix-store checks
-// each path's contents against its recorded hash as it exports it.
+// and `nix-store --export` for the missing paths, each path's record produced
+// once per process and shared by every copy (spool.go). nix-store checks each
+// path's contents against its recorded hash as it exports it.
 type LocalStore struct {
 	// Command is the nix-store program; "" is "nix-store" from PATH.
 	Command string
@@ -175,27 +176,6 @@ func (s LocalStore) closure(ctx context.Context, paths []string) ([]string, erro
 	return closure, nil
 }
 
-// Export streams `nix-store --export paths...` to w. When the paths need several
-// commands, the closing 0 of each but the last is dropped, so w gets one export
-// stream.
-func (s LocalStore) Export(ctx context.Context, paths []string, w io.Writer) error {
-	argvs, err := exportArgvs(s.Command, paths)
-	if err != nil {
-		return err
-	}
-	for _, argv := range argvs {
-		body := &dropEnd{w: w}
-		if err := run(ctx, argv, body); err != nil {
-			return err
-		}
-		if body.n != len(body.end) || !zeros(body.end[:]) {
-			return fmt.Errorf("%s %s: the export does not end with 0", argv[0], argv[1])
-		}
-	}
-	_, err = w.Write(make([]byte, 8))
-	return err
-}
-
 // run runs argv with its standard output to stdout; its error holds the last line
 // of the command's standard error.
 func run(ctx context.Context, argv []string, stdout io.Writer) error {
@@ -214,39 +194,6 @@ func run(ctx context.Context, argv []string, stdout io.Writer) error {
 		return errors.New(msg)
 	}
 	return nil
-}
-
-// dropEnd passes everything written to it on to w except the last 8 bytes, which
-// it keeps in end.
-type dropEnd struct {
-	w   io.Writer
-	end [8]byte
-	n   int // bytes held in end
-}
-
-func (d *dropEnd) Write(p []byte) (int, error) {
-	if d.n+len(p) <= len(d.end) {
-		d.n += copy(d.end[d.n:], p)
-		return len(p), nil
-	}
-	// Of the held bytes and p, all but the last 8 go on.
-	emit := d.n + len(p) - len(d.end)
-	held := min(emit, d.n)
-	if held > 0 {
-		if _, err := d.w.Write(d.end[:held]); err != nil {
-			return 0, err
-		}
-	}
-	if emit > held {
-		if _, err := d.w.Write(p[:emit-held]); err != nil {
-			return 0, err
-		}
-	}
-	var end [8]byte
-	k := copy(end[:], d.end[held:d.n])
-	copy(end[k:], p[emit-held:])
-	d.end, d.n = end, len(end)
-	return len(p), nil
 }
 
 // tail keeps the last 4 KiB written to it.

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"math/rand"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -66,34 +65,6 @@ func TestArgvsChunked(t *testing.T) {
 	}
 	if !slices.Equal(all, paths) {
 		t.Error("the chunks do not keep the paths' order")
-	}
-}
-
-func TestDropEnd(t *testing.T) {
-	rng := rand.New(rand.NewSource(1))
-	for _, size := range []int{8, 9, 15, 16, 17, 100, 4096} {
-		in := make([]byte, size)
-		rng.Read(in)
-		for round := 0; round < 20; round++ {
-			var out bytes.Buffer
-			d := &dropEnd{w: &out}
-			for rest := in; len(rest) > 0; {
-				n := min(len(rest), rng.Intn(12))
-				if k, err := d.Write(rest[:n]); err != nil || k != n {
-					t.Fatalf("Write = %d, %v", k, err)
-				}
-				rest = rest[n:]
-			}
-			if !bytes.Equal(out.Bytes(), in[:size-8]) || d.n != 8 || !bytes.Equal(d.end[:], in[size-8:]) {
-				t.Fatalf("size %d: passed %d bytes, kept %x (%d)", size, out.Len(), d.end, d.n)
-			}
-		}
-	}
-	var out bytes.Buffer
-	d := &dropEnd{w: &out}
-	d.Write([]byte("abc"))
-	if out.Len() != 0 || d.n != 3 {
-		t.Errorf("3 bytes: passed %d, kept %d", out.Len(), d.n)
 	}
 }
 
@@ -179,6 +150,7 @@ func TestLocalStore(t *testing.T) {
 			old := maxArgBytes
 			maxArgBytes = limit
 			defer func() { maxArgBytes = old }()
+			resetSpool()
 			var out bytes.Buffer
 			if err := (LocalStore{}).Export(ctx, closure, &out); err != nil {
 				t.Fatal(err)

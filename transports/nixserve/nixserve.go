@@ -81,14 +81,28 @@ func copyPaths(ctx context.Context, r io.Reader, w io.Writer, paths []string, lo
 	enc := &encoder{w: bufio.NewWriterSize(&countingWriter{w: w, n: &st.Bytes}, bufSize)}
 	in := bufio.NewReader(r)
 
-	// The greeting goes out first; the node's answer is read after the closure
-	// is known, so the remote nix-store starts while the local one works.
+	// The local closure is asked while the node is reached and greeted: the
+	// greeting's write waits for the transport's connection, and the query need
+	// not wait behind it. The node's answer is read after the closure is known,
+	// so the remote nix-store starts while the local one works.
+	type closureResult struct {
+		paths []string
+		err   error
+	}
+	cctx, cancelClosure := context.WithCancel(ctx)
+	defer cancelClosure()
+	closed := make(chan closureResult, 1)
+	go func() {
+		c, err := local.Closure(cctx, paths)
+		closed <- closureResult{c, err}
+	}()
 	enc.uint64(serveMagic1)
 	enc.uint64(clientVersion)
 	if err := enc.flush(); err != nil {
 		return st, fmt.Errorf("greeting the node: %w", err)
 	}
-	closure, err := local.Closure(ctx, paths)
+	res := <-closed
+	closure, err := res.paths, res.err
 	if err != nil {
 		return st, fmt.Errorf("closure of %s: %w", describe(paths), err)
 	}
@@ -237,8 +251,14 @@ func forwardExports(ctx context.Context, src *bufio.Reader, enc *encoder, missin
 			}
 		}
 		writeTrailer(enc, t)
-		if err := enc.flush(); err != nil {
-			return err
+		// A flush per path would make a packet per path of a closure of many
+		// small paths (issue 14 item 4): what is buffered goes out when the buffer
+		// fills, or here when the local export has nothing more ready, so the node
+		// still gets every path the export has produced while it waits for more.
+		if src.Buffered() == 0 {
+			if err := enc.flush(); err != nil {
+				return err
+			}
 		}
 		sent[t.Path] = true
 		st.Sent++

@@ -1,0 +1,337 @@
+package nixserve
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+)
+
+// The export of a store path is the same for every node, so a process produces it
+// once and every copy that sends the path reads it (issue 14 item 4: a fleet's
+// closure is exported once per run, not once per node). The records go to a
+// spool: temporary files unlinked as soon as they are created, so they are gone
+// when the process ends, however it ends, and only the page cache holds what is
+// read back. Memory stays bounded: no record is held in memory.
+
+// maxSpoolBytes bounds what the spool keeps while no copy is running; beyond it
+// the spool is emptied when the last copy ends. A variable for tests.
+var maxSpoolBytes int64 = 1 << 30
+
+// spoolIdle is how long the spool is kept once no copy is running: long enough
+// for the next stage of a rollout or the next wave of a bounded fan-out to read
+// it, short enough that a long-lived process (the OpenTofu provider) does not keep
+// records of paths that may since have been collected and built anew.
+var spoolIdle = 2 * time.Minute
+
+// spoolDir is where the spool's files are created ("": os.TempDir). For tests.
+var spoolDir = ""
+
+// exports is the process's spool.
+var exports spool
+
+type spool struct {
+	mu      sync.Mutex
+	entries map[string]*spoolEntry // by command and store path
+	files   []*os.File
+	size    int64 // bytes of the records in files
+	users   int   // Exports running
+	idle    *time.Timer
+}
+
+// spoolEntry is one path's record (the export format's NAR and trailer, without
+// the leading 1), once ready is closed: in f at off, n bytes, or err when its
+// producer failed (the entry is then no longer in the spool).
+type spoolEntry struct {
+	ready chan struct{}
+	by    *producer
+	f     *os.File
+	off   int64
+	n     int64
+	err   error
+}
+
+// producer is one `nix-store --export` run (or several, for a long argv) that
+// fills the entries it claimed.
+type producer struct{}
+
+func spoolKey(command, path string) string { return command + "\x00" + path }
+
+// enter and leave bracket an Export; the last one out empties a spool grown
+// beyond maxSpoolBytes.
+func (sp *spool) enter() {
+	sp.mu.Lock()
+	sp.users++
+	if sp.idle != nil {
+		sp.idle.Stop()
+		sp.idle = nil
+	}
+	sp.mu.Unlock()
+}
+
+func (sp *spool) leave() {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	sp.users--
+	if sp.users > 0 {
+		return
+	}
+	if sp.size > maxSpoolBytes {
+		sp.empty()
+		return
+	}
+	var t *time.Timer
+	t = time.AfterFunc(spoolIdle, func() {
+		sp.mu.Lock()
+		defer sp.mu.Unlock()
+		if sp.idle == t && sp.users == 0 {
+			sp.empty()
+		}
+	})
+	sp.idle = t
+}
+
+// empty drops every record; sp.mu is held and no Export is running.
+func (sp *spool) empty() {
+	for _, f := range sp.files {
+		_ = f.Close()
+	}
+	sp.files, sp.entries, sp.size, sp.idle = nil, nil, 0, nil
+}
+
+// claim makes the caller the producer of the paths that have no entry and
+// returns them with their producer (nil when every path has one).
+func (sp *spool) claim(command string, paths []string) (*producer, []string) {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if sp.entries == nil {
+		sp.entries = map[string]*spoolEntry{}
+	}
+	var pr *producer
+	var claimed []string
+	for _, p := range paths {
+		k := spoolKey(command, p)
+		if _, ok := sp.entries[k]; ok {
+			continue
+		}
+		if pr == nil {
+			pr = &producer{}
+		}
+		sp.entries[k] = &spoolEntry{ready: make(chan struct{}), by: pr}
+		claimed = append(claimed, p)
+	}
+	return pr, claimed
+}
+
+func (sp *spool) entry(command, path string) *spoolEntry {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	return sp.entries[spoolKey(command, path)]
+}
+
+// newFile is a spool file, already unlinked.
+func (sp *spool) newFile() (*os.File, error) {
+	f, err := os.CreateTemp(spoolDir, "switchyard-export-*")
+	if err != nil {
+		return nil, fmt.Errorf("export spool: %w", err)
+	}
+	_ = os.Remove(f.Name())
+	sp.mu.Lock()
+	sp.files = append(sp.files, f)
+	sp.mu.Unlock()
+	return f, nil
+}
+
+// done publishes a path's record.
+func (sp *spool) done(command, path string, pr *producer, f *os.File, off, n int64) error {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	e := sp.entries[spoolKey(command, path)]
+	if e == nil || e.by != pr {
+		return fmt.Errorf("%s was not asked for", clip(path))
+	}
+	select {
+	case <-e.ready:
+		return fmt.Errorf("%s comes twice", clip(path))
+	default:
+	}
+	e.f, e.off, e.n = f, off, n
+	sp.size += n
+	close(e.ready)
+	return nil
+}
+
+// fail drops pr's entries of paths that are not ready yet; whoever waits for them
+// sees err and asks again.
+func (sp *spool) fail(command string, paths []string, pr *producer, err error) {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	for _, p := range paths {
+		k := spoolKey(command, p)
+		e := sp.entries[k]
+		if e == nil || e.by != pr {
+			continue
+		}
+		select {
+		case <-e.ready:
+		default:
+			e.err = err
+			delete(sp.entries, k)
+			close(e.ready)
+		}
+	}
+}
+
+// produce runs `nix-store --export` of paths once and puts each record into the
+// spool as soon as it is complete. Records come in nix-store's order, which need
+// not be the caller's.
+func (s LocalStore) produce(ctx context.Context, pr *producer, paths []string) {
+	err := s.produceRecords(ctx, pr, paths)
+	if err == nil {
+		err = errors.New("nix-store --export left it out")
+	}
+	// Whatever is not ready now never will be.
+	exports.fail(s.Command, paths, pr, err)
+}
+
+func (s LocalStore) produceRecords(ctx context.Context, pr *producer, paths []string) error {
+	argvs, err := exportArgvs(s.Command, paths)
+	if err != nil {
+		return err
+	}
+	f, err := exports.newFile()
+	if err != nil {
+		return err
+	}
+	var off int64
+	out := bufio.NewWriterSize(f, bufSize)
+	for _, argv := range argvs {
+		pr2, pw := io.Pipe()
+		ran := make(chan error, 1)
+		go func() {
+			err := run(ctx, argv, pw)
+			_ = pw.CloseWithError(err)
+			ran <- err
+		}()
+		src := bufio.NewReaderSize(pr2, bufSize)
+		err := func() error {
+			for {
+				marker, err := readUint64(src)
+				if err != nil {
+					return fmt.Errorf("%s %s: %w", argv[0], argv[1], noEOF(err))
+				}
+				if marker == 0 {
+					return nil
+				}
+				if marker != 1 {
+					return fmt.Errorf("%s %s: %d where 1 or 0 belongs", argv[0], argv[1], marker)
+				}
+				cw := &countingWriter{w: out, n: new(int64)}
+				if err := forwardNAR(src, cw); err != nil {
+					return fmt.Errorf("%s %s: %w", argv[0], argv[1], err)
+				}
+				t, err := readTrailer(src, maxSpoolRefs)
+				if err != nil {
+					return fmt.Errorf("%s %s: %w", argv[0], argv[1], err)
+				}
+				enc := &encoder{w: bufio.NewWriterSize(cw, 4096)}
+				writeTrailer(enc, t)
+				if err := enc.flush(); err != nil {
+					return fmt.Errorf("export spool: %w", err)
+				}
+				if err := out.Flush(); err != nil {
+					return fmt.Errorf("export spool: %w", err)
+				}
+				if err := exports.done(s.Command, t.Path, pr, f, off, *cw.n); err != nil {
+					return fmt.Errorf("%s %s: %w", argv[0], argv[1], err)
+				}
+				off += *cw.n
+			}
+		}()
+		if err == nil {
+			if _, rerr := src.ReadByte(); rerr == nil {
+				err = fmt.Errorf("%s %s: data after the end of the export", argv[0], argv[1])
+			}
+		}
+		_ = pr2.CloseWithError(errors.New("export spool: reading stopped"))
+		runErr := <-ran
+		if err != nil {
+			// When nix-store failed, the reads got its error.
+			return err
+		}
+		if runErr != nil {
+			return runErr
+		}
+	}
+	return nil
+}
+
+// maxSpoolRefs bounds the references of one path in a spooled record; the copy
+// checks them again against its closure.
+const maxSpoolRefs = 1 << 20
+
+// Export writes paths to w in the export format of `nix-store --export`, in
+// their order. A path's record is produced once per process: the first Export
+// that needs it runs nix-store for it (for every path it needs that no one has
+// produced or is producing), and every Export of the same path, also a
+// concurrent one, reads that record. An Export whose producer failed fails; one
+// that waited for another's failed producer produces the paths itself.
+func (s LocalStore) Export(ctx context.Context, paths []string, w io.Writer) error {
+	if _, err := exportArgvs(s.Command, paths); err != nil {
+		return err
+	}
+	exports.enter()
+	defer exports.leave()
+	pctx, cancel := context.WithCancel(ctx)
+	mine := map[*producer]bool{}
+	var producers sync.WaitGroup
+	defer producers.Wait()
+	defer cancel()
+	start := func(from []string) {
+		if pr, claimed := exports.claim(s.Command, from); pr != nil {
+			mine[pr] = true
+			producers.Add(1)
+			go func() {
+				defer producers.Done()
+				s.produce(pctx, pr, claimed)
+			}()
+		}
+	}
+	start(paths)
+	var one [8]byte
+	one[0] = 1
+	for i, p := range paths {
+		for {
+			e := exports.entry(s.Command, p)
+			if e == nil {
+				// Its producer failed meanwhile: this Export produces what is left.
+				start(paths[i:])
+				continue
+			}
+			select {
+			case <-e.ready:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			if e.err != nil {
+				if mine[e.by] || ctx.Err() != nil {
+					return e.err
+				}
+				continue
+			}
+			if _, err := w.Write(one[:]); err != nil {
+				return err
+			}
+			if _, err := io.Copy(w, io.NewSectionReader(e.f, e.off, e.n)); err != nil {
+				return err
+			}
+			break
+		}
+	}
+	_, err := w.Write(make([]byte, 8))
+	return err
+}
