@@ -51,11 +51,12 @@ const (
 	fleetMiB   = 4
 )
 
-// For finding what serialises: the runner's width and OpenTofu's own, which the
-// rows otherwise leave at their defaults (8; 10).
+// For finding what serialises: the nodes deployed at once. By default every row
+// deploys all its nodes at once (--parallel N for N nodes), as an operator sizing
+// the run to the fleet does: at the default width (8) a 16-node run is two waves,
+// whatever the deployer does. OpenTofu's -parallelism follows --parallel.
 var (
-	fleetParallel = flag.Int("fleet-parallel", 0, "(g): pass --parallel N to every apply (0: the method's default)")
-	fleetTofuPar  = flag.Int("fleet-tofu-parallelism", 0, "(g): run OpenTofu's apply with -parallelism=N (TF_CLI_ARGS_apply; 0: its default, 10)")
+	fleetParallel = flag.Int("fleet-parallel", 0, "(g): pass --parallel N to every apply (0: the row's node count; -1: the method's default, 8)")
 	fleetOnly     = flag.Bool("fleet-only", false, "measure (g) only")
 	fleetSizesArg = flag.String("fleet-sizes", "1,4,8,16", "(g): the node counts, comma-separated (at most -fleet-max)")
 )
@@ -195,16 +196,16 @@ func fleetRow(ctx context.Context, bed *testbed.Bed, dir, binary, tofuBin, build
 	}
 	deployment := fmt.Sprintf(`{"deployment-method":{%q:{"sshKeyFile":%q}}}`, method, bed.KeyFile)
 	args := []string{method, "apply", "--tree", tree, "--state-dir", filepath.Join(dir, "state"), "--output", "json"}
-	if *fleetParallel > 0 {
+	switch {
+	case *fleetParallel > 0:
 		args = append(args, "--parallel", strconv.Itoa(*fleetParallel))
+	case *fleetParallel == 0:
+		args = append(args, "--parallel", strconv.Itoa(n))
 	}
 	cmd := exec.CommandContext(ctx, binary, args...)
 	cmd.Env = append(os.Environ(), "DEPLOYMENT="+deployment, "DEPLOY_EVAL_CACHE_DIR="+filepath.Join(dir, "eval-cache"))
 	if tofuBin != "" {
 		cmd.Env = append(cmd.Env, envTofu+"="+tofuBin)
-	}
-	if *fleetTofuPar > 0 {
-		cmd.Env = append(cmd.Env, "TF_CLI_ARGS_apply=-parallelism="+strconv.Itoa(*fleetTofuPar))
 	}
 	fmt.Fprintf(os.Stderr, "bench: (g) %s, %d nodes: %s apply\n", method, n, method)
 	r, err := timedApply(cmd)
@@ -382,11 +383,13 @@ func timedApply(cmd *exec.Cmd) (fleetResult, error) {
 func printFleet(w io.Writer, results []fleetResult, closurePaths int) error {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "\n(g) fleet: a fresh deploy of one closure (%d paths; the same toplevel on every node) by one switchyard process", closurePaths)
-	if *fleetParallel > 0 {
+	switch {
+	case *fleetParallel > 0:
 		fmt.Fprintf(tw, "; --parallel %d", *fleetParallel)
-	}
-	if *fleetTofuPar > 0 {
-		fmt.Fprintf(tw, "; OpenTofu -parallelism=%d", *fleetTofuPar)
+	case *fleetParallel == 0:
+		fmt.Fprint(tw, "; --parallel <nodes>: all at once")
+	default:
+		fmt.Fprint(tw, "; the default --parallel (8)")
 	}
 	fmt.Fprintln(tw)
 	fmt.Fprintln(tw, "method\tnodes\twall\tvs 1 node\tdeployer part\tvs 1 node\tbodies start\tCPU (user+sys)\tCPU vs 1 node\tof it switchyard's own\tpeak RSS")
