@@ -126,6 +126,85 @@ func wantHeld(t *testing.T, v map[string]any, reason string) {
 	}
 }
 
+// The story both methods tell, on six fresh nodes under canary=1,batch=2.
+
+// canaryFails is its first apply: web1's closure fails, so web1 (the canary) fails
+// and the five others are held, untouched, each having accepted probes SSH
+// connections (the ssh method's probe: 1; the tf method asks none).
+func (b *rolloutBed) canaryFails(t *testing.T, probes int) {
+	t.Helper()
+	before := map[string]int{}
+	for _, name := range b.names {
+		before[name] = b.accepted(t, name)
+	}
+	r := b.apply(t, "web1", "canary=1,batch=2")
+	wantCode(t, r, 1)
+	vs := verdicts(t, r)
+	if v := vs["web1"]; v["ok"] != false || v["switch"].(map[string]any)["result"] == "held" || !strings.Contains(fmt.Sprint(v["toplevel"]), "failed-unit") {
+		t.Errorf("web1 (canary): %v", v)
+	}
+	for _, name := range b.names[1:] {
+		wantHeld(t, vs[name], "held: the rollout stopped at the canary (web1 failed)")
+		b.untouched(t, name, fmt.Sprint(vs[name]["toplevel"]))
+		if n := b.accepted(t, name) - before[name]; n != probes {
+			t.Errorf("%s: held, accepted %d SSH connections, want %d", name, n, probes)
+		}
+	}
+	rolloutSummary(t, r, 0, 6, 1)
+}
+
+// batch2Fails is its second apply, with --rollout: web4 fails in batch 2, web6
+// (batch 3) is held and untouched, the others pass; the logs name the stages and
+// stopped, how the method says where the rollout stopped.
+func (b *rolloutBed) batch2Fails(t *testing.T, stopped string) {
+	t.Helper()
+	r := b.apply(t, "web4", "", "--rollout", "canary=1,batch=2")
+	wantCode(t, r, 1)
+	vs := verdicts(t, r)
+	for _, name := range []string{"web1", "web2", "web3", "web5"} {
+		if v := vs[name]; v["ok"] != true || v["switch"].(map[string]any)["result"] != "ok" || b.running(t, name) != v["toplevel"] {
+			t.Errorf("%s: verdict %v, running %q", name, v, b.running(t, name))
+		}
+	}
+	if v := vs["web4"]; v["ok"] != false || b.running(t, "web4") != v["toplevel"] {
+		t.Errorf("web4 (batch 2): %v", v)
+	}
+	wantHeld(t, vs["web6"], "held: the rollout stopped at batch 2 (web4 failed)")
+	b.untouched(t, "web6", fmt.Sprint(vs["web6"]["toplevel"]))
+	rolloutSummary(t, r, 4, 2, 1)
+	msgs := strings.Join(logMsgs(r), "\n")
+	for _, want := range []string{"rollout: canary of 4: web1", "rollout: batch 1 of 4: web2, web3",
+		"rollout: batch 2 of 4: web4, web5", stopped} {
+		if !strings.Contains(msgs, want) {
+			t.Errorf("logs lack %q:\n%s", want, msgs)
+		}
+	}
+}
+
+// rerunCompletes is its last apply, after the fix: every node passes; the nodes
+// already deployed are unchanged and don't count toward a stage (web4 is the
+// canary, web6 batch 1).
+func (b *rolloutBed) rerunCompletes(t *testing.T) {
+	t.Helper()
+	r := b.apply(t, "", "canary=1,batch=2")
+	wantCode(t, r, 0)
+	vs := verdicts(t, r)
+	for _, name := range b.names {
+		want := "unchanged"
+		if name == "web4" || name == "web6" {
+			want = "ok"
+		}
+		if v := vs[name]; v["ok"] != true || v["switch"].(map[string]any)["result"] != want || b.running(t, name) != v["toplevel"] {
+			t.Errorf("%s: verdict %v (want switch %s), running %q", name, v, want, b.running(t, name))
+		}
+	}
+	rolloutSummary(t, r, 6, 0, 0)
+	msgs := strings.Join(logMsgs(r), "\n")
+	if !strings.Contains(msgs, "rollout: canary of 2: web1, web2, web3, web4, web5") || !strings.Contains(msgs, "rollout: batch 1 of 2: web6") {
+		t.Errorf("stages:\n%s", msgs)
+	}
+}
+
 // Issue 14 item 2: a staged rollout of the ssh method on six test-bed nodes,
 // canary=1,batch=2. A failed canary holds the five others, untouched; a failed
 // second batch holds the third; a rerun after the fix completes, the nodes already
@@ -134,7 +213,6 @@ func TestSSHRollout(t *testing.T) {
 	bed := testbed.Require(t)
 	t.Parallel()
 	b := newRolloutBed(t, bed, "ssh")
-	names := b.names
 
 	ok := t.Run("bad spec refused before any node", func(t *testing.T) {
 		r := b.apply(t, "", "", "--rollout", "canary=1,wave=2")
@@ -150,79 +228,17 @@ func TestSSHRollout(t *testing.T) {
 		// plan ignores the rollout.
 		r = b.run(t, "plan", "", "batch=0")
 		wantCode(t, r, 0)
-		for _, name := range names {
+		for _, name := range b.names {
 			b.untouched(t, name, "")
 		}
 	})
-
-	ok = ok && t.Run("the canary fails: five nodes untouched", func(t *testing.T) {
-		before := map[string]int{}
-		for _, name := range names {
-			before[name] = b.accepted(t, name)
-		}
-		r := b.apply(t, "web1", "canary=1,batch=2")
-		wantCode(t, r, 1)
-		vs := verdicts(t, r)
-		if v := vs["web1"]; v["ok"] != false || v["switch"].(map[string]any)["result"] == "held" || !strings.Contains(fmt.Sprint(v["toplevel"]), "failed-unit") {
-			t.Errorf("web1 (canary): %v", v)
-		}
-		for _, name := range names[1:] {
-			wantHeld(t, vs[name], "held: the rollout stopped at the canary (web1 failed)")
-			b.untouched(t, name, fmt.Sprint(vs[name]["toplevel"]))
-			if n := b.accepted(t, name) - before[name]; n != 1 {
-				t.Errorf("%s: held, accepted %d SSH connections, want the probe's only", name, n)
-			}
-		}
-		rolloutSummary(t, r, 0, 6, 1)
-	})
-
+	ok = ok && t.Run("the canary fails: five nodes untouched", func(t *testing.T) { b.canaryFails(t, 1) })
 	ok = ok && t.Run("batch 2 fails: batch 3 untouched", func(t *testing.T) {
-		r := b.apply(t, "web4", "", "--rollout", "canary=1,batch=2")
-		wantCode(t, r, 1)
-		vs := verdicts(t, r)
-		for _, name := range []string{"web1", "web2", "web3", "web5"} {
-			if v := vs[name]; v["ok"] != true || v["switch"].(map[string]any)["result"] != "ok" || b.running(t, name) != v["toplevel"] {
-				t.Errorf("%s: verdict %v, running %q", name, v, b.running(t, name))
-			}
-		}
-		if v := vs["web4"]; v["ok"] != false || b.running(t, "web4") != v["toplevel"] {
-			t.Errorf("web4 (batch 2): %v", v)
-		}
-		wantHeld(t, vs["web6"], "held: the rollout stopped at batch 2 (web4 failed)")
-		b.untouched(t, "web6", fmt.Sprint(vs["web6"]["toplevel"]))
-		rolloutSummary(t, r, 4, 2, 1)
-		msgs := strings.Join(logMsgs(r), "\n")
-		for _, want := range []string{"rollout: canary of 4: web1", "rollout: batch 1 of 4: web2, web3",
-			"rollout: batch 2 of 4: web4, web5", "rollout: stopped at batch 2 (web4 failed): 1 nodes held"} {
-			if !strings.Contains(msgs, want) {
-				t.Errorf("logs lack %q:\n%s", want, msgs)
-			}
-		}
+		b.batch2Fails(t, "rollout: stopped at batch 2 (web4 failed): 1 nodes held")
 	})
-
-	if !ok {
-		return
+	if ok {
+		t.Run("the rerun after the fix completes", b.rerunCompletes)
 	}
-	t.Run("the rerun after the fix completes", func(t *testing.T) {
-		r := b.apply(t, "", "canary=1,batch=2")
-		wantCode(t, r, 0)
-		vs := verdicts(t, r)
-		for _, name := range names {
-			want := "unchanged"
-			if name == "web4" || name == "web6" {
-				want = "ok"
-			}
-			if v := vs[name]; v["ok"] != true || v["switch"].(map[string]any)["result"] != want || b.running(t, name) != v["toplevel"] {
-				t.Errorf("%s: verdict %v (want switch %s), running %q", name, v, want, b.running(t, name))
-			}
-		}
-		rolloutSummary(t, r, 6, 0, 0)
-		// The nodes already deployed don't count: web4 is the canary, web6 batch 1.
-		msgs := strings.Join(logMsgs(r), "\n")
-		if !strings.Contains(msgs, "rollout: canary of 2: web1, web2, web3, web4, web5") || !strings.Contains(msgs, "rollout: batch 1 of 2: web6") {
-			t.Errorf("stages:\n%s", msgs)
-		}
-	})
 }
 
 // Issue 14 item 2 with the tf method: the same story as TestSSHRollout, the stages
@@ -234,10 +250,10 @@ func TestTFRollout(t *testing.T) {
 	needTofu(t)
 	t.Parallel()
 	b := newRolloutBed(t, bed, "tf")
-	names := b.names
 	stateFile := filepath.Join(b.tree, ".switchyard", "tofu", "state", "switchyard.tfstate")
-	// heldInState is each node's held attribute in the state.
-	heldInState := func(t *testing.T) map[string]string {
+	// heldInState checks each node's held attribute in the state: want's, "" for
+	// the others.
+	heldInState := func(t *testing.T, want map[string]string) {
 		t.Helper()
 		raw, err := os.ReadFile(stateFile)
 		if err != nil {
@@ -247,46 +263,27 @@ func TestTFRollout(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out := map[string]string{}
-		for node, attrs := range deps {
-			out[node], _ = attrs["held"].(string)
+		for _, name := range b.names {
+			if got, _ := deps[name]["held"].(string); got != want[name] {
+				t.Errorf("%s: held in state %q, want %q", name, got, want[name])
+			}
 		}
-		return out
 	}
 
 	ok := t.Run("the canary fails: five nodes untouched", func(t *testing.T) {
-		before := map[string]int{}
-		for _, name := range names {
-			before[name] = b.accepted(t, name)
-		}
-		r := b.apply(t, "web1", "canary=1,batch=2")
-		wantCode(t, r, 1)
-		vs := verdicts(t, r)
-		if v := vs["web1"]; v["ok"] != false || v["switch"].(map[string]any)["result"] == "held" || !strings.Contains(fmt.Sprint(v["toplevel"]), "failed-unit") {
-			t.Errorf("web1 (canary): %v", v)
-		}
+		b.canaryFails(t, 0)
 		const reason = "held: the rollout stopped at the canary (web1 failed)"
-		held := heldInState(t)
-		for _, name := range names[1:] {
-			wantHeld(t, vs[name], reason)
-			b.untouched(t, name, fmt.Sprint(vs[name]["toplevel"]))
-			if n := b.accepted(t, name) - before[name]; n != 0 {
-				t.Errorf("%s: held, accepted %d SSH connections, want none", name, n)
-			}
-			if held[name] != reason {
-				t.Errorf("%s: held in state %q, want %q", name, held[name], reason)
-			}
+		want := map[string]string{}
+		for _, name := range b.names[1:] {
+			want[name] = reason
 		}
-		if held["web1"] != "" {
-			t.Errorf("web1: held in state %q", held["web1"])
-		}
-		rolloutSummary(t, r, 0, 6, 1)
+		heldInState(t, want)
 
 		// A plan shows the held nodes, to be deployed.
 		p := b.run(t, "plan", "web1", "canary=1,batch=2")
 		wantCode(t, p, 0)
 		msgs := strings.Join(logMsgs(p), "\n")
-		for _, name := range names[1:] {
+		for _, name := range b.names[1:] {
 			if want := name + ": " + reason + ", in the last apply: this plan deploys it"; !strings.Contains(msgs, want) {
 				t.Errorf("plan logs lack %q:\n%s", want, msgs)
 			}
@@ -297,60 +294,13 @@ func TestTFRollout(t *testing.T) {
 			}
 		}
 	})
-
 	ok = ok && t.Run("batch 2 fails: batch 3 untouched", func(t *testing.T) {
-		r := b.apply(t, "web4", "", "--rollout", "canary=1,batch=2")
-		wantCode(t, r, 1)
-		vs := verdicts(t, r)
-		for _, name := range []string{"web1", "web2", "web3", "web5"} {
-			if v := vs[name]; v["ok"] != true || v["switch"].(map[string]any)["result"] != "ok" || b.running(t, name) != v["toplevel"] {
-				t.Errorf("%s: verdict %v, running %q", name, v, b.running(t, name))
-			}
-		}
-		if v := vs["web4"]; v["ok"] != false || b.running(t, "web4") != v["toplevel"] {
-			t.Errorf("web4 (batch 2): %v", v)
-		}
-		wantHeld(t, vs["web6"], "held: the rollout stopped at batch 2 (web4 failed)")
-		b.untouched(t, "web6", fmt.Sprint(vs["web6"]["toplevel"]))
-		if held := heldInState(t); held["web6"] != "held: the rollout stopped at batch 2 (web4 failed)" || held["web5"] != "" {
-			t.Errorf("held in state: %v", held)
-		}
-		rolloutSummary(t, r, 4, 2, 1)
-		msgs := strings.Join(logMsgs(r), "\n")
-		for _, want := range []string{"rollout: canary of 4: web1", "rollout: batch 1 of 4: web2, web3",
-			"rollout: batch 2 of 4: web4, web5", "rollout: batch 3 of 4: web6"} {
-			if !strings.Contains(msgs, want) {
-				t.Errorf("logs lack %q:\n%s", want, msgs)
-			}
-		}
+		b.batch2Fails(t, "rollout: batch 3 of 4: web6")
+		heldInState(t, map[string]string{"web6": "held: the rollout stopped at batch 2 (web4 failed)"})
 	})
-
-	if !ok {
-		return
-	}
-	ok = t.Run("the rerun after the fix completes", func(t *testing.T) {
-		r := b.apply(t, "", "canary=1,batch=2")
-		wantCode(t, r, 0)
-		vs := verdicts(t, r)
-		for _, name := range names {
-			want := "unchanged"
-			if name == "web4" || name == "web6" {
-				want = "ok"
-			}
-			if v := vs[name]; v["ok"] != true || v["switch"].(map[string]any)["result"] != want || b.running(t, name) != v["toplevel"] {
-				t.Errorf("%s: verdict %v (want switch %s), running %q", name, v, want, b.running(t, name))
-			}
-		}
-		rolloutSummary(t, r, 6, 0, 0)
-		msgs := strings.Join(logMsgs(r), "\n")
-		if !strings.Contains(msgs, "rollout: canary of 2: web1, web2, web3, web4, web5") || !strings.Contains(msgs, "rollout: batch 1 of 2: web6") {
-			t.Errorf("stages:\n%s", msgs)
-		}
-		for name, h := range heldInState(t) {
-			if h != "" {
-				t.Errorf("%s: still held in state: %q", name, h)
-			}
-		}
+	ok = ok && t.Run("the rerun after the fix completes", func(t *testing.T) {
+		b.rerunCompletes(t)
+		heldInState(t, nil)
 	})
 	if !ok {
 		return
