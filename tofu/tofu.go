@@ -22,7 +22,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 
 	"github.com/hashicorp/terraform-exec/tfexec"
 
@@ -431,15 +430,11 @@ func initKey(s Setup, b Backend, cliConfig string) string {
 	h := sha256.New()
 	fmt.Fprintf(h, "switchyard init key 1\n")
 	for _, bin := range []string{s.Bin, s.Self} {
-		fi, err := os.Stat(bin)
-		if err != nil {
+		key := binaryKey(bin)
+		if key == "" {
 			return ""
 		}
-		var ino uint64
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-			ino = st.Ino
-		}
-		fmt.Fprintf(h, "%s %d %d %d\n", bin, fi.Size(), fi.ModTime().UnixNano(), ino)
+		fmt.Fprintf(h, "%s\n", key)
 	}
 	fmt.Fprintf(h, "%s %s %x\n%s", b.Kind, b.Path, sha256.Sum256([]byte(s.Extra["PG_CONN_STR"])), cliConfig)
 	return hex.EncodeToString(h.Sum(nil))
