@@ -187,18 +187,25 @@ func (sp *spool) fail(command string, paths []string, pr *producer, err error) {
 }
 
 // produce runs `nix-store --export` of paths once and puts each record into the
-// spool as soon as it is complete. Records come in nix-store's order, which need
-// not be the caller's.
-func (s LocalStore) produce(ctx context.Context, pr *producer, paths []string) {
-	err := s.produceRecords(ctx, pr, paths)
-	if err == nil {
-		err = errors.New("nix-store --export left it out")
+// spool as soon as it is complete (and, with tee, streams it there as it reads it).
+// Records come in nix-store's order, which need not be the caller's. The paths not
+// spooled when it ends are failed for whoever waits on them; the error is
+// nix-store's or the spool's (nil when every record was read).
+func (s LocalStore) produce(ctx context.Context, pr *producer, paths []string, tee io.Writer) error {
+	err := s.produceRecords(ctx, pr, paths, tee)
+	left := err
+	if left == nil {
+		left = errors.New("nix-store --export left it out")
 	}
 	// Whatever is not ready now never will be.
-	exports.fail(s.Command, paths, pr, err)
+	exports.fail(s.Command, paths, pr, left)
+	return err
 }
 
-func (s LocalStore) produceRecords(ctx context.Context, pr *producer, paths []string) error {
+// produceRecords spools the records of paths as nix-store exports them; with tee,
+// each record (after its leading 1) also goes to tee as it is read: the export
+// streamed to one copy while it is kept for the others.
+func (s LocalStore) produceRecords(ctx context.Context, pr *producer, paths []string, tee io.Writer) error {
 	argvs, err := exportArgvs(s.Command, paths)
 	if err != nil {
 		return err
@@ -230,7 +237,14 @@ func (s LocalStore) produceRecords(ctx context.Context, pr *producer, paths []st
 				if marker != 1 {
 					return fmt.Errorf("%s %s: %d where 1 or 0 belongs", argv[0], argv[1], marker)
 				}
-				cw := &countingWriter{w: out, n: new(int64)}
+				var dst io.Writer = out
+				if tee != nil {
+					if _, err := tee.Write(one[:]); err != nil {
+						return err
+					}
+					dst = io.MultiWriter(out, tee)
+				}
+				cw := &countingWriter{w: dst, n: new(int64)}
 				if err := forwardNAR(src, cw); err != nil {
 					return fmt.Errorf("%s %s: %w", argv[0], argv[1], err)
 				}
@@ -270,12 +284,16 @@ func (s LocalStore) produceRecords(ctx context.Context, pr *producer, paths []st
 	return nil
 }
 
+// one is the export format's marker before each record.
+var one = [8]byte{1}
+
 // maxSpoolRefs bounds the references of one path in a spooled record; the copy
 // checks them again against its closure.
 const maxSpoolRefs = 1 << 20
 
-// Export writes paths to w in the export format of `nix-store --export`, in
-// their order. A path's record is produced once per process: the first Export
+// Export writes paths to w in the export format of `nix-store --export`: in
+// nix-store's order when this Export produces every one of them itself (streamed as
+// nix-store writes it), else in their order. A path's record is produced once per process: the first Export
 // that needs it runs nix-store for it (for every path it needs that no one has
 // produced or is producing), and every Export of the same path, also a
 // concurrent one, reads that record. An Export whose producer failed fails; one
@@ -297,13 +315,27 @@ func (s LocalStore) Export(ctx context.Context, paths []string, w io.Writer) err
 			producers.Add(1)
 			go func() {
 				defer producers.Done()
-				s.produce(pctx, pr, claimed)
+				_ = s.produce(pctx, pr, claimed, nil)
 			}()
 		}
 	}
-	start(paths)
-	var one [8]byte
-	one[0] = 1
+	if pr, claimed := exports.claim(s.Command, paths); pr != nil && len(claimed) == len(paths) {
+		// No one else has or makes any of them (a single copy, a fleet's first):
+		// nix-store's export goes to w as it is read, in its order (every path after
+		// the paths it references), and into the spool for the copies after this one.
+		if err := s.produce(pctx, pr, claimed, w); err != nil {
+			return err
+		}
+		_, err := w.Write(make([]byte, 8))
+		return err
+	} else if pr != nil {
+		mine[pr] = true
+		producers.Add(1)
+		go func() {
+			defer producers.Done()
+			_ = s.produce(pctx, pr, claimed, nil)
+		}()
+	}
 	for i, p := range paths {
 		for {
 			e := exports.entry(s.Command, p)
