@@ -4,10 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"strings"
-
-	"github.com/switchyard-nix/switchyard/verdict"
 )
 
 // Observed is what a node runs and will boot, as its deployer last left it or as
@@ -19,26 +16,32 @@ type Observed struct {
 	Boot    string // the toplevel of the default boot entry; "" when the node has none NixOS made
 }
 
-// Observe reads what the node runs, its system profile and its default boot entry,
-// in two commands (the verdict's read and BootEntryScript). An error wraps
-// ErrUnreachable when the node could not be reached.
+// observeScript prints, a line each, /run/current-system and the system profile
+// resolved ("" when absent), then runs the boot entry script given as $0.
+const observeScript = `for l in /run/current-system /nix/var/nix/profiles/system; do
+	if [ -e "$l" ]; then readlink -f "$l"; else echo; fi
+done
+exec sh -c "$0"`
+
+// Observe reads what the node runs, its system profile and its default boot entry
+// in one command: not the verdict's whole read of systemd state, which a refresh
+// of every node would pay for nothing. An error wraps ErrUnreachable when the node
+// could not be reached.
 func Observe(ctx context.Context, t Transport) (Observed, error) {
-	path := []string{"/run/current-system/sw/bin"}
-	s, err := verdict.Read(ctx, func(ctx context.Context, argv []string, stdout io.Writer) (int, error) {
-		return t.Run(ctx, Command{Argv: argv, Stdout: stdout, Path: path})
-	})
-	if err != nil {
-		return Observed{}, err
-	}
 	var out, errOut bytes.Buffer
-	code, err := t.Run(ctx, Command{Argv: []string{"sh", "-c", BootEntryScript}, Stdout: &out, Stderr: &errOut, Path: path})
+	code, err := t.Run(ctx, Command{Argv: []string{"sh", "-c", observeScript, BootEntryScript}, Stdout: &out, Stderr: &errOut,
+		Path: []string{"/run/current-system/sw/bin"}})
 	if err != nil {
-		return Observed{}, fmt.Errorf("reading the boot entry: %w", err)
+		return Observed{}, fmt.Errorf("reading what the node runs: %w", err)
 	}
 	if code != 0 {
-		return Observed{}, fmt.Errorf("reading the boot entry: exit %d: %s", code, strings.TrimSpace(errOut.String()))
+		return Observed{}, fmt.Errorf("reading what the node runs: exit %d: %s", code, strings.TrimSpace(errOut.String()))
 	}
-	return Observed{Running: s.CurrentSystem, Profile: s.BootEntry, Boot: bootToplevel(out.String())}, nil
+	lines := strings.SplitN(out.String(), "\n", 3)
+	if len(lines) < 3 {
+		return Observed{}, fmt.Errorf("reading what the node runs: %d lines, want 3", len(lines))
+	}
+	return Observed{Running: strings.TrimSpace(lines[0]), Profile: strings.TrimSpace(lines[1]), Boot: bootToplevel(lines[2])}, nil
 }
 
 // Drift says how what a node was observed to run departs from toplevel, the
