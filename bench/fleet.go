@@ -88,6 +88,7 @@ type fleetResult struct {
 	firstBody time.Duration // the first phase event of any node: startup before the bodies
 	phases    map[string]int64
 	events    []stampedEvent
+	nodeCPU   nodeCPU // the nodes' own CPU, by phase, and the machine's busy share
 }
 
 type stampedEvent struct {
@@ -208,8 +209,20 @@ func fleetRow(ctx context.Context, bed *testbed.Bed, dir, binary, tofuBin, build
 		cmd.Env = append(cmd.Env, envTofu+"="+tofuBin)
 	}
 	fmt.Fprintf(os.Stderr, "bench: (g) %s, %d nodes: %s apply\n", method, n, method)
+	instances := make([]string, len(nodes))
+	for i, nd := range nodes {
+		instances[i] = nd.Name
+	}
+	stopCPU := make(chan struct{})
+	cpuSamples := sampleCPU(instances, time.Now(), stopCPU)
 	r, err := timedApply(cmd)
+	close(stopCPU)
 	r.method, r.nodes = method, n
+	names := make([]string, len(spec.Nodes))
+	for i, nd := range spec.Nodes {
+		names[i] = nd.Name
+	}
+	r.nodeCPU = splitCPU(<-cpuSamples, names, r.events)
 	if os.Getenv("SWITCHYARD_BENCH_EVENTS") != "" {
 		// For finding what serialises: the stamped events of every run (also a failed one).
 		var b strings.Builder
@@ -422,6 +435,10 @@ func printFleet(w io.Writer, results []fleetResult, closurePaths int) error {
 			parts = append(parts, fmt.Sprintf("%s %d", p, r.phases[p]))
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%s\n", r.method, r.nodes, strings.Join(parts, ", "))
+	}
+	fmt.Fprintln(tw, "\nmethod\tnodes\tmachine busy\tthe nodes' own CPU (their containers), by the phase each node was in")
+	for _, r := range results {
+		fmt.Fprintf(tw, "%s\t%d\t%.0f%%\t%s\n", r.method, r.nodes, 100*r.nodeCPU.busy, r.nodeCPU)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
