@@ -36,6 +36,7 @@ type fleet struct {
 	parallel int
 	offline  bool
 	rollout  rollout.Spec // apply's stages (setRollout); the zero Spec: every node at once
+	signer   signed       // the submission's hash and signer: the plan's provenance (SPEC 6.8)
 
 	// What reaches outside the process, replaced by the unit tests: a node's
 	// transport, its evaluation, and a derivation's outputs.
@@ -313,7 +314,7 @@ func writeReceipt(n *plan.Node, v verdict.Verdict) error {
 // not evaluate again), and asks each node which toplevel it runs; offline, no node
 // is asked, and each is reported as changed.
 func (f *fleet) plan(ctx context.Context, out string) (int, error) {
-	saved := newSavedPlan(f.d)
+	saved := newSavedPlan(f.d, f.signer)
 	type planned struct {
 		sp   savedPlanNode
 		code int

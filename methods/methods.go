@@ -136,6 +136,7 @@ func Run(ctx context.Context, req Request, rep Reporter) (exit int, err error) {
 		return ExitInfra, fmt.Errorf("writing the node plans: %w", err)
 	}
 	f := newFleet(m, d, p, cfg, rep, req)
+	f.signer = signer
 	if m.Runner == method.RunnerTofu && req.Verb != "verdict" {
 		return (&tfRun{fleet: f, req: req}).run(ctx)
 	}

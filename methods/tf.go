@@ -589,7 +589,7 @@ func (r *tfRun) plan(ctx context.Context) (int, error) {
 			r.out.Log(n.Name, "warn", fmt.Sprintf("%s: drift: %s: apply deploys its toplevel again", n.Name, d))
 		}
 	}
-	saved := newSavedPlan(r.d)
+	saved := newSavedPlan(r.d, r.signer)
 	n := 0
 	for _, node := range r.p.Nodes {
 		c, found := changed[node.Name]
