@@ -42,7 +42,9 @@ func LoadKey(file string) (*Key, error) {
 func (k *Key) Public() ed25519.PublicKey { return k.priv.Public().(ed25519.PublicKey) }
 
 // Sign signs the DSSE pre-authentication encoding.
-func (k *Key) Sign(_ context.Context, data []byte) ([]byte, error) { return ed25519.Sign(k.priv, data), nil }
+func (k *Key) Sign(_ context.Context, data []byte) ([]byte, error) {
+	return ed25519.Sign(k.priv, data), nil
+}
 
 // KeyID is the key's SSH SHA256 fingerprint.
 func (k *Key) KeyID() (string, error) { return KeyID(k.Public()), nil }

@@ -17,7 +17,7 @@ func TestHexSHA256(t *testing.T) {
 	const want = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 	for _, in := range []string{
 		"sha256:0mdqa9w1p6cmli6976v4wi0sw9r4p5prkj7lzfd1877wk11c9c73", // nix-store --query --hash
-		"sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=",        // nix path-info --json (SRI)
+		"sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=",         // nix path-info --json (SRI)
 		"sha256:" + want,
 	} {
 		got, err := HexSHA256(in)
