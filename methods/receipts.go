@@ -255,11 +255,11 @@ func (f *fleet) verifyNode(ctx context.Context, n *plan.Node, pub ed25519.Public
 	if !bytes.Equal(copy.Bytes(), final.env) {
 		return fail(ExitVerdict, fmt.Sprintf("the node's %s is missing or differs from the deployer's", path.Join(receipt.NodeDir, final.name)))
 	}
-	how := "signatures not checked"
+	what := fmt.Sprintf("%d well-formed, signatures not checked", len(ks))
 	if pub != nil {
-		how = "signed by " + receipt.KeyID(pub)
+		what = fmt.Sprintf("%d verified, signed by %s", len(ks), receipt.KeyID(pub))
 	}
-	f.out.Log(n.Name, "info", fmt.Sprintf("%s: receipts: %d verified (%s); runs %s as its last receipt names", n.Name, len(ks), how, last.Toplevel))
+	f.out.Log(n.Name, "info", fmt.Sprintf("%s: receipts: %s; runs %s as its last receipt names, and holds that receipt", n.Name, what, last.Toplevel))
 	return ExitOK
 }
 

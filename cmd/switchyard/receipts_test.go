@@ -168,6 +168,9 @@ func TestSSHReceipts(t *testing.T) {
 	// verify passes, with the key or its public half.
 	r = switchyard(t, signing, "ssh", "receipts", "verify", "--tree", tree, "--output", "json")
 	wantCode(t, r, 0)
+	if !strings.Contains(strings.Join(logMsgs(r), "\n"), "web1: receipts: 1 verified, signed by "+s.KeyIDs[0]+"; runs "+running) {
+		t.Errorf("verify: %q", logMsgs(r))
+	}
 	r2 := switchyard(t, env, "ssh", "receipts", "verify", "--tree", tree, "--node", "web1", "--receipt-pubkey", key+".pub", "--output", "json")
 	wantCode(t, r2, 0)
 	// Another key's public half: fails.
