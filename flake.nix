@@ -25,7 +25,7 @@
           # The NAR SHA-256 of `go mod vendor` of this tree. nixos-tests/vendorhash_test.go
           # recomputes it in the test command and fails when go.mod, go.sum or the
           # imported packages change without it.
-          vendorHash = "sha256-tz5OXM99zxsTX4JO3bAzvWQ2NKNOD2DtXe9CcRrkDEA=";
+          vendorHash = "sha256-wk7Y1+dU/uGCXgCXfpQWbXrNto4LGGETbnxUw8+3K7A=";
           subPackages = [ "cmd/switchyard" ];
           ldflags = [ "-s" "-w" "-X github.com/switchyard-nix/switchyard/cmd/switchyard/cli.Version=${version}" ];
           # buildGoModule tests only `subPackages` when they are set; this runs the unit

@@ -5,10 +5,12 @@ go 1.26.0
 require (
 	github.com/google/go-cmp v0.7.0
 	github.com/gorilla/websocket v1.5.3
-	github.com/hiddeco/sshsig v0.2.0
 	github.com/hashicorp/hc-install v0.10.0
+	github.com/hiddeco/sshsig v0.2.0
+	github.com/in-toto/attestation v1.2.0
 	github.com/kevinburke/ssh_config v1.6.0
 	github.com/miekg/dns v1.1.73
+	github.com/secure-systems-lab/go-securesystemslib v0.11.1
 	github.com/spiffe/spire-api-sdk v1.2.5-0.20250109200630-101d5e7de758
 	golang.org/x/crypto v0.59.0
 	gopkg.in/yaml.v3 v3.0.1
@@ -48,5 +50,5 @@ require (
 	golang.org/x/text v0.44.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20251202230838-ff82c1b0f217 // indirect
 	google.golang.org/grpc v1.79.2
-	google.golang.org/protobuf v1.36.11 // indirect
+	google.golang.org/protobuf v1.36.11
 )

@@ -3,13 +3,11 @@ package methods
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"github.com/switchyard-nix/switchyard/pool"
 	"github.com/switchyard-nix/switchyard/transports"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -18,6 +16,7 @@ import (
 	"github.com/switchyard-nix/switchyard/plan/evalcache"
 	"github.com/switchyard-nix/switchyard/plan/merge"
 	"github.com/switchyard-nix/switchyard/plan/method"
+	"github.com/switchyard-nix/switchyard/receipt"
 	"github.com/switchyard-nix/switchyard/rollout"
 	"github.com/switchyard-nix/switchyard/transports/incus"
 	"github.com/switchyard-nix/switchyard/transports/ssh"
@@ -36,6 +35,12 @@ type fleet struct {
 	parallel int
 	offline  bool
 	rollout  rollout.Spec // apply's stages (setRollout); the zero Spec: every node at once
+	signer   signed       // the submission's hash and signer: the plan's provenance (SPEC 6.8)
+
+	// apply's receipts (SPEC 6.8): rec keeps each body's phases; nil: none are made.
+	rec  *receipt.Recorder
+	prov receipt.Provenance
+	rkey *receipt.Key // nil: unsigned
 
 	// What reaches outside the process, replaced by the unit tests: a node's
 	// transport, its evaluation, and a derivation's outputs.
@@ -204,6 +209,11 @@ func stageName(s rollout.Stage) string { return strings.TrimPrefix(s.String(), "
 func (f *fleet) deployStage(ctx context.Context, cfg effects.Config, nodes []*plan.Node, codes map[string]int) (ok int) {
 	var deploys []*effects.Deploy
 	var planned []*plan.Node
+	var rep effects.Reporter = f.out
+	if f.rec != nil {
+		rep = f.rec
+	}
+	drvs := make([]string, len(nodes)) // each body's derivation, for its receipt
 	for _, n := range nodes {
 		t, err := f.open(n)
 		if err != nil {
@@ -212,8 +222,13 @@ func (f *fleet) deployStage(ctx context.Context, cfg effects.Config, nodes []*pl
 			continue
 		}
 		defer t.Close()
-		deploys = append(deploys, &effects.Deploy{Node: n.Name, Transport: t, Config: cfg, Reporter: f.out,
-			Source:        effects.Source{Evaluate: func(ctx context.Context) (string, string, error) { return f.evaluate(ctx, n) }},
+		i := len(deploys)
+		deploys = append(deploys, &effects.Deploy{Node: n.Name, Transport: t, Config: cfg, Reporter: rep,
+			Source: effects.Source{Evaluate: func(ctx context.Context) (string, string, error) {
+				drv, how, err := f.evaluate(ctx, n)
+				drvs[i] = drv
+				return drv, how, err
+			}},
 			SkipUnchanged: true})
 		planned = append(planned, n)
 	}
@@ -223,10 +238,8 @@ func (f *fleet) deployStage(ctx context.Context, cfg effects.Config, nodes []*pl
 		if r.ExitCode == ExitOK {
 			ok++
 		}
-		if !cfg.VerdictOnly {
-			if err := writeReceipt(n, r.Verdict); err != nil {
-				f.out.Log(n.Name, "warn", fmt.Sprintf("%s: receipt: %v", n.Name, err))
-			}
+		if f.rec != nil && !cfg.VerdictOnly {
+			f.keepReceipt(ctx, n, deploys[i].Transport, drvs[i], r)
 		}
 	}
 	return ok
@@ -285,35 +298,11 @@ type quiet struct{ Reporter }
 
 func (quiet) Log(node, level, msg string) {}
 
-// receipt is what apply records per node under the state dir.
-type receipt struct {
-	Node      string          `json:"node"`
-	NixosConf string          `json:"nixos_conf"`
-	Toplevel  string          `json:"toplevel"`
-	Verdict   verdict.Verdict `json:"verdict"`
-	Time      time.Time       `json:"time"`
-}
-
-func writeReceipt(n *plan.Node, v verdict.Verdict) error {
-	if n == nil {
-		return nil
-	}
-	b, err := json.MarshalIndent(receipt{Node: n.Name, NixosConf: n.NixosConf, Toplevel: v.Toplevel, Verdict: v, Time: time.Now().UTC()}, "", "  ")
-	if err != nil {
-		return err
-	}
-	tmp := filepath.Join(n.Dir, "receipt.json.tmp")
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, filepath.Join(n.Dir, "receipt.json"))
-}
-
 // plan evaluates every node (through the eval cache, so the apply that follows does
 // not evaluate again), and asks each node which toplevel it runs; offline, no node
 // is asked, and each is reported as changed.
 func (f *fleet) plan(ctx context.Context, out string) (int, error) {
-	saved := newSavedPlan(f.d)
+	saved := newSavedPlan(f.d, f.signer)
 	type planned struct {
 		sp   savedPlanNode
 		code int

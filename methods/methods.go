@@ -2,6 +2,7 @@ package methods
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	"github.com/switchyard-nix/switchyard/plan/field"
 	"github.com/switchyard-nix/switchyard/plan/merge"
 	"github.com/switchyard-nix/switchyard/plan/method"
+	"github.com/switchyard-nix/switchyard/receipt"
 	"github.com/switchyard-nix/switchyard/verdict"
 )
 
@@ -45,10 +47,14 @@ type Request struct {
 	Rollout      string // apply's stages, "canary=N,batch=M" (ssh method); "" is the rollout setting
 	PlanIn       string // apply --plan FILE
 	PlanOut      string // plan --out FILE
-	TofuArgs     []string
-	Offline      bool // plan without contacting any node
-	Getenv       func(string) string
-	Stdin        io.Reader
+	// ReceiptKey is --receipt-key (apply, receipts): the deployer's key signing the
+	// receipts; "" is SWITCHYARD_RECEIPT_KEY. ReceiptPubKey is --receipt-pubkey
+	// (receipts verify). ReceiptsAction is the receipts verb's show or verify.
+	ReceiptKey, ReceiptPubKey, ReceiptsAction string
+	TofuArgs                                  []string
+	Offline                                   bool // plan without contacting any node
+	Getenv                                    func(string) string
+	Stdin                                     io.Reader
 	// Stdout and Stderr take what is no event: names and schema JSON, and OpenTofu's
 	// own output (run's passthrough; every verb's in text mode).
 	Stdout, Stderr io.Writer
@@ -111,6 +117,23 @@ func Run(ctx context.Context, req Request, rep Reporter) (exit int, err error) {
 	if signer.Principal != "" {
 		rep.Log("", "info", fmt.Sprintf("deployment signed by %s (submission sha256 %s)", signer.Principal, signer.SubmissionSHA256))
 	}
+	// The receipt key is read before anything else runs: a bad one changes nothing.
+	var rkey *receipt.Key
+	var rkeyFile string
+	if req.Verb == "apply" || req.Verb == "run" {
+		if rkey, rkeyFile, err = receiptKey(req.ReceiptKey, req.Getenv); err != nil {
+			return exitFor(err), err
+		}
+	}
+	var pub ed25519.PublicKey
+	if req.Verb == "receipts" {
+		if req.ReceiptsAction != "show" && req.ReceiptsAction != "verify" {
+			return ExitRefused, fmt.Errorf("receipts: give show or verify: %w", ErrRefused)
+		}
+		if pub, err = receiptPub(req); err != nil {
+			return exitFor(err), err
+		}
+	}
 	d, err := merge.Merge(def, m, req.Deployment)
 	if err != nil {
 		return exitFor(err), err
@@ -136,8 +159,12 @@ func Run(ctx context.Context, req Request, rep Reporter) (exit int, err error) {
 		return ExitInfra, fmt.Errorf("writing the node plans: %w", err)
 	}
 	f := newFleet(m, d, p, cfg, rep, req)
+	f.signer = signer
+	if req.Verb == "apply" || req.Verb == "run" {
+		f.rec, f.prov, f.rkey = receipt.NewRecorder(rep), runProvenance(p, signer), rkey
+	}
 	if m.Runner == method.RunnerTofu && req.Verb != "verdict" {
-		return (&tfRun{fleet: f, req: req}).run(ctx)
+		return (&tfRun{fleet: f, req: req, receiptKeyFile: rkeyFile, pub: pub}).run(ctx)
 	}
 	switch req.Verb {
 	case "plan":
@@ -154,6 +181,9 @@ func Run(ctx context.Context, req Request, rep Reporter) (exit int, err error) {
 		return f.deploy(ctx, false), nil
 	case "verdict":
 		return f.deploy(ctx, true), nil
+	case "receipts":
+		list := func(node string) ([]kept, error) { return keptReceipts(p.StateDir, node) }
+		return f.receipts(ctx, req.ReceiptsAction, pub, list, req.Stdout)
 	}
 	return ExitRefused, fmt.Errorf("verb %q not built", req.Verb)
 }

@@ -24,7 +24,7 @@ import (
 
 func TestCheckSavedPlan(t *testing.T) {
 	d, p := testPlan("ssh", nil, "web1", "web2")
-	good := newSavedPlan(d)
+	good := newSavedPlan(d, signed{})
 	for _, n := range p.Nodes {
 		good.Nodes[n.Name] = savedPlanNode{NixosConf: n.NixosConf}
 	}

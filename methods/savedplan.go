@@ -15,6 +15,14 @@ type savedPlan struct {
 	Method         string                   `json:"method"`
 	Deployment     map[string]any           `json:"deployment"`
 	Nodes          map[string]savedPlanNode `json:"nodes"`
+	// Provenance is the submission the plan was made from (SPEC 6.8): its hash and
+	// who signed it; never key material.
+	Provenance provenance `json:"provenance"`
+}
+
+type provenance struct {
+	SubmissionSHA256 string `json:"submission_sha256"`
+	Signer           string `json:"signer,omitempty"` // the allowed_signers principal; none: unsigned
 }
 
 type savedPlanNode struct {
@@ -24,8 +32,9 @@ type savedPlanNode struct {
 	Changed   bool   `json:"changed"`
 }
 
-func newSavedPlan(d *merge.Deployment) savedPlan {
-	return savedPlan{DeploymentHash: d.Hash, Method: d.Method.Name, Deployment: d.Public(), Nodes: map[string]savedPlanNode{}}
+func newSavedPlan(d *merge.Deployment, s signed) savedPlan {
+	return savedPlan{DeploymentHash: d.Hash, Method: d.Method.Name, Deployment: d.Public(), Nodes: map[string]savedPlanNode{},
+		Provenance: provenance{SubmissionSHA256: s.SubmissionSHA256, Signer: s.Principal}}
 }
 
 // write saves the plan to file (plan --out); "" saves nothing.

@@ -3,6 +3,7 @@ package methods
 import (
 	"bufio"
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -40,6 +41,9 @@ type tfRun struct {
 	targets     []*tfexec.TargetOption // a subset run's -target options
 	targetAddrs []string               // and their addresses
 	before      []byte                 // the state before this run, when read to lay the nodes out
+
+	receiptKeyFile string            // the receipt key the provider signs with ("": unsigned)
+	pub            ed25519.PublicKey // receipts verify's key
 }
 
 func (r *tfRun) run(ctx context.Context) (int, error) {
@@ -95,6 +99,16 @@ func (r *tfRun) run(ctx context.Context) (int, error) {
 	extra := map[string]string{}
 	if key := r.s.SSHKeyFile; key != "" {
 		extra[provider.EnvSSHKeyFile] = key
+	}
+	if r.rec != nil {
+		// The provider makes each deployed node's receipt: it gets the run's
+		// provenance, and the receipt key's path as it gets the SSH key's.
+		prov, err := json.Marshal(r.prov)
+		if err != nil {
+			return ExitInfra, err
+		}
+		extra[provider.EnvReceiptProvenance] = string(prov)
+		extra[provider.EnvReceiptKey] = r.receiptKeyFile
 	}
 	if r.m.Transport == method.Incus {
 		// A remote that cannot be used is refused before OpenTofu runs.
@@ -215,6 +229,8 @@ func (r *tfRun) run(ctx context.Context) (int, error) {
 		})
 	case "run":
 		return r.raw(ctx)
+	case "receipts":
+		return r.receiptsVerb(ctx)
 	}
 	return ExitRefused, fmt.Errorf("verb %q not built", r.req.Verb)
 }
@@ -589,7 +605,7 @@ func (r *tfRun) plan(ctx context.Context) (int, error) {
 			r.out.Log(n.Name, "warn", fmt.Sprintf("%s: drift: %s: apply deploys its toplevel again", n.Name, d))
 		}
 	}
-	saved := newSavedPlan(r.d)
+	saved := newSavedPlan(r.d, r.signer)
 	n := 0
 	for _, node := range r.p.Nodes {
 		c, found := changed[node.Name]
@@ -677,4 +693,31 @@ func lastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, " ")
+}
+
+// receiptsVerb is receipts show|verify over the receipts the state holds: each
+// deployment's last (its receipt attribute); the node keeps them all.
+func (r *tfRun) receiptsVerb(ctx context.Context) (int, error) {
+	r.tf.SetStdout(io.Discard)
+	raw, err := r.ws.ReadState(ctx, r.tf)
+	r.streams()
+	if err != nil {
+		return ExitInfra, fmt.Errorf("reading the state: %s", oneLine(err))
+	}
+	recorded, err := tofu.Deployments(raw)
+	if err != nil {
+		return ExitInfra, err
+	}
+	list := func(node string) ([]kept, error) {
+		env, _ := recorded[node]["receipt"].(string)
+		if env == "" {
+			return nil, nil
+		}
+		name, err := receiptName([]byte(env))
+		if err != nil {
+			return nil, err
+		}
+		return []kept{{name: name, env: []byte(env)}}, nil
+	}
+	return r.receipts(ctx, r.req.ReceiptsAction, r.pub, list, r.req.Stdout)
 }

@@ -33,6 +33,7 @@ type Options struct {
 type Plan struct {
 	Deployment *merge.Deployment
 	StateDir   string  // absolute
+	TreeDigest string  // the tree's files' digest (TreeDigest), as nixos_conf covers it
 	Nodes      []*Node // sorted by name
 }
 
@@ -61,7 +62,7 @@ func Compute(d *merge.Deployment, coords *coordinates.Reader, opt Options) (*Pla
 	if err != nil {
 		return nil, err
 	}
-	p := &Plan{Deployment: d, StateDir: stateDir}
+	p := &Plan{Deployment: d, StateDir: stateDir, TreeDigest: in.treeDigest}
 	for _, s := range picked {
 		n, err := computeNode(d, s, values, stateDir, in)
 		if err != nil {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/switchyard-nix/switchyard/effects"
 	"github.com/switchyard-nix/switchyard/exitcode"
+	"github.com/switchyard-nix/switchyard/receipt"
 	"github.com/switchyard-nix/switchyard/transports"
 	"github.com/switchyard-nix/switchyard/transports/incus"
 	"github.com/switchyard-nix/switchyard/transports/ssh"
@@ -49,6 +50,7 @@ type deploymentModel struct {
 	Drift    types.String `tfsdk:"drift"`
 	OK       types.Bool   `tfsdk:"ok"`
 	ExitCode types.Int64  `tfsdk:"exit_code"`
+	Receipt  types.String `tfsdk:"receipt"`
 }
 
 type deployment struct{}
@@ -103,6 +105,8 @@ func (d *deployment) Schema(_ context.Context, _ resource.SchemaRequest, resp *r
 				"next apply deploys toplevel again; \"\" when it runs toplevel"),
 			"ok":        schema.BoolAttribute{Computed: true, Description: "whether the last deploy's verdict passed"},
 			"exit_code": schema.Int64Attribute{Computed: true, Description: "the last deploy's exit code (SPEC 2.1)"},
+			"receipt": computed("the last deploy's receipt (SPEC 6.8): an in-toto statement in a DSSE envelope (JSON), " +
+				"also kept on the node under " + receipt.NodeDir + "; \"\" when none was made"),
 		},
 	}
 }
@@ -144,7 +148,7 @@ func transportChoice(host, inst types.String) string {
 // toplevel (Read), change again: its computed attributes become unknown, so the next
 // apply deploys it even when its inputs are the same.
 func (d *deployment) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
-	computed := []string{"toplevel", "previous", "verdict", "held", "drift"}
+	computed := []string{"toplevel", "previous", "verdict", "held", "drift", "receipt"}
 	retryFailed(ctx, req, resp, computed...)
 	if req.State.Raw.IsNull() || req.Plan.Raw.IsNull() {
 		return
@@ -269,6 +273,10 @@ func (d *deployment) deploy(ctx context.Context, m *deploymentModel, prior *depl
 	node := m.Node.ValueString()
 	m.ID = types.StringValue(node)
 	m.Held, m.Drift = types.StringValue(""), types.StringValue("")
+	m.Receipt = types.StringValue("")
+	if prior != nil && !prior.Receipt.IsNull() && !prior.Receipt.IsUnknown() {
+		m.Receipt = prior.Receipt // a node not deployed now keeps its last receipt
+	}
 	record := func(v verdict.Verdict, code int) {
 		b, _ := json.Marshal(v)
 		m.Toplevel = types.StringValue(v.Toplevel)
@@ -318,9 +326,11 @@ func (d *deployment) deploy(ctx context.Context, m *deploymentModel, prior *depl
 		return
 	}
 	defer t.Close()
-	res := (&effects.Deploy{Node: node, Transport: t, Config: cfg, Reporter: logReporter{ctx},
+	rec := receipt.NewRecorder(logReporter{ctx})
+	res := (&effects.Deploy{Node: node, Transport: t, Config: cfg, Reporter: rec,
 		Source: effects.Source{Drv: m.Drv.ValueString()}, SkipUnchanged: true}).Run(ctx)
 	record(res.Verdict, res.ExitCode)
+	keepReceipt(ctx, m, t, res, rec.Phases(node))
 	if m.DeferVerdict.ValueBool() && deferrable(res) {
 		// The units are judged again by the pass after registration (switchyard_verdict),
 		// whose verdict is the node's: this one only had to install the toplevel.
@@ -424,4 +434,41 @@ func (r logReporter) Log(node, level, msg string) {
 func (r logReporter) Verdict(v verdict.Verdict) {
 	b, _ := json.Marshal(v)
 	tflog.Info(r.ctx, v.Node+": verdict "+string(b))
+}
+
+// keepReceipt makes the receipt of a deploy that reached and judged the node, when
+// switchyard asked for receipts (EnvReceiptProvenance), and keeps it in the state
+// and on the node. One that cannot be made or kept is a warning.
+func keepReceipt(ctx context.Context, m *deploymentModel, t effects.Transport, res effects.Result, phases []receipt.Phase) {
+	raw := os.Getenv(EnvReceiptProvenance)
+	if raw == "" || !receipt.Judged(res.Verdict) {
+		return
+	}
+	node := m.Node.ValueString()
+	warn := func(err error) { tflog.Warn(ctx, fmt.Sprintf("%s: receipt: %v", node, err)) }
+	var prov receipt.Provenance
+	if err := json.Unmarshal([]byte(raw), &prov); err != nil {
+		warn(err)
+		return
+	}
+	var key *receipt.Key
+	if file := os.Getenv(EnvReceiptKey); file != "" {
+		k, err := receipt.LoadKey(file)
+		if err != nil {
+			warn(fmt.Errorf("%s: %w", EnvReceiptKey, err))
+			return
+		}
+		key = k
+	}
+	env, name, err := receipt.Make(ctx, prov, node, m.NixosConf.ValueString(), m.Drv.ValueString(), res.Verdict, phases, key)
+	if err != nil {
+		warn(err)
+		return
+	}
+	m.Receipt = types.StringValue(string(env))
+	dctx, cancel := context.WithTimeout(ctx, readTimeout)
+	defer cancel()
+	if err := receipt.Deliver(dctx, t, res.Verdict.Toplevel, name, env); err != nil {
+		warn(fmt.Errorf("on the node: %w", err))
+	}
 }

@@ -32,6 +32,11 @@ const Version = "0.1.0"
 // credentials are per-run values and never enter the configuration or the state.
 const (
 	EnvSSHKeyFile = "SWITCHYARD_SSH_KEY_FILE"
+	// EnvReceiptKey names the deployer's receipt key file (SPEC 6.8; "": receipts
+	// unsigned), EnvReceiptProvenance the run's receipt.Provenance as JSON ("": no
+	// receipts are made).
+	EnvReceiptKey        = "SWITCHYARD_RECEIPT_KEY"
+	EnvReceiptProvenance = "SWITCHYARD_RECEIPT_PROVENANCE"
 	// EnvIncusRemote names the remote of the Incus client configuration the
 	// instances and Incus deployments are reached through ("" or "local": the
 	// local daemon's unix socket).

@@ -117,6 +117,7 @@ func TestSchema(t *testing.T) {
 		"drift":            {"computed", str},
 		"ok":               {"computed", boolean},
 		"exit_code":        {"computed", num},
+		"receipt":          {"computed", str},
 	})
 	checkAttrs(t, "switchyard_verdict", schemas["switchyard_verdict"], map[string]wantAttr{
 		"id":             {"computed", str},

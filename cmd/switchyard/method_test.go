@@ -84,9 +84,11 @@ func TestSSHApplyThenNothingChanged(t *testing.T) {
 		if countLogs(r, name, "build: evaluated") != 1 {
 			t.Errorf("%s: first apply must evaluate once: %q", name, logMsgs(r))
 		}
-		receipt, err := os.ReadFile(filepath.Join(tree, ".switchyard", "nodes", name, "receipt.json"))
-		if err != nil || !strings.Contains(string(receipt), `"nixos_conf"`) {
-			t.Errorf("%s: receipt: %v %s", name, err, receipt)
+		receipts, _ := filepath.Glob(filepath.Join(tree, ".switchyard", "receipts", name, "*.json"))
+		if len(receipts) != 1 {
+			t.Errorf("%s: receipts %v, want one", name, receipts)
+		} else if b, _ := os.ReadFile(receipts[0]); !strings.Contains(string(b), `"payloadType": "application/vnd.in-toto+json"`) {
+			t.Errorf("%s: receipt %s", name, b)
 		}
 	}
 	if strings.Contains(r.stdout+r.stderr, nodes["web1"].KeyFile) {

@@ -3,6 +3,8 @@ package main_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -118,6 +120,34 @@ func TestSSHSignedSubmissions(t *testing.T) {
 	running := node.Readlink(t, "/run/current-system")
 	if running == "" {
 		t.Fatal("the signed apply switched nothing")
+	}
+
+	// The signer and the submission's hash are the plan's provenance (plan --out),
+	// without key material.
+	saved := filepath.Join(dir, "plan.json")
+	r = switchyard(t, []string{"DEPLOYMENT_SIGNATURE=" + sign(alice, "switchyard-deployment", sub), cache},
+		"ssh", "plan", "--tree", tree, "--deployment", file("sub.json", sub), "--out", saved, "--output", "json")
+	wantCode(t, r, 0)
+	b, err := os.ReadFile(saved)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var planned struct {
+		Provenance struct {
+			SubmissionSHA256 string `json:"submission_sha256"`
+			Signer           string `json:"signer"`
+		} `json:"provenance"`
+	}
+	if err := json.Unmarshal(b, &planned); err != nil {
+		t.Fatal(err)
+	}
+	if sum := sha256.Sum256(sub); planned.Provenance.Signer != "alice@example.com" || planned.Provenance.SubmissionSHA256 != hex.EncodeToString(sum[:]) {
+		t.Errorf("the saved plan's provenance: %+v", planned.Provenance)
+	}
+	for _, secret := range []string{strings.Fields(alicePub)[1], alice} {
+		if strings.Contains(string(b), secret) {
+			t.Errorf("the saved plan names the signing key (%.20s...)", secret)
+		}
 	}
 
 	// Another submission: it would deploy a new toplevel if it were let through.

@@ -99,6 +99,13 @@ func TestTFIncusApplyPlanDestroy(t *testing.T) {
 	if got := instances(t, project); len(got) != 2 || got["web1"] != "RUNNING" {
 		t.Errorf("instances %v", got)
 	}
+	// SPEC 6.8: each node's receipt (unsigned: no receipt key) is in the state, and
+	// the instance holds the same, written through the Incus API.
+	r = switchyard(t, env, "tf-incus", "receipts", "verify", "--tree", tree, "--output", "json")
+	wantCode(t, r, 0)
+	if msgs := strings.Join(logMsgs(r), "\n"); !strings.Contains(msgs, "web1: receipts: 1 of 1 unsigned") || !strings.Contains(msgs, "web2: receipts: 1 well-formed, signatures not checked; runs ") {
+		t.Errorf("receipts verify:\n%s", msgs)
+	}
 
 	// The verdict-only pass reaches the instances through the Incus API too.
 	r = switchyard(t, env, "tf-incus", "verdict", "--tree", tree, "--output", "json")

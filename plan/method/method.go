@@ -33,8 +33,8 @@ const (
 
 // Verbs of the runners (SPEC 2).
 var (
-	sshVerbs  = []string{"apply", "plan", "verdict", "names", "schema"}
-	tofuVerbs = []string{"apply", "plan", "destroy", "refresh", "run", "verdict", "names", "schema"}
+	sshVerbs  = []string{"apply", "plan", "verdict", "names", "schema", "receipts"}
+	tofuVerbs = []string{"apply", "plan", "destroy", "refresh", "run", "verdict", "names", "schema", "receipts"}
 )
 
 // verbSummaries are the verbs' one-line descriptions for the usage texts (SPEC 2).
@@ -47,6 +47,8 @@ var verbSummaries = map[string]string{
 	"destroy": "destroy what the state holds (tf forgets the nodes and never touches them; the Incus methods delete their instances)",
 	"refresh": "read the resources back into OpenTofu's state",
 	"run":     "run OpenTofu with the arguments after -- in the method's working directory",
+	"receipts": "show the nodes' receipts (show), or check their signatures and that each node runs the toplevel " +
+		"its last receipt names (verify; exit 1 when not)",
 }
 
 // VerbSummary is verb's one-line description.

@@ -21,6 +21,7 @@ import (
 // methodFlags are the common flags of `switchyard <method> <verb>` (SPEC 2).
 type methodFlags struct {
 	tree, group, deployment, signature, output, stateDir, planIn, planOut, rollout string
+	receiptKey, receiptPubKey, receiptsAction                                      string
 	nodes                                                                          multiFlag
 	parallel                                                                       int
 	tofuArgs                                                                       []string // run -- <args>
@@ -46,6 +47,12 @@ func methodFlagSet(m method.Method, verb string, f *methodFlags) *flag.FlagSet {
 	if verb == "apply" {
 		fs.StringVar(&f.planIn, "plan", "", "deploy exactly the plan saved in `FILE`")
 	}
+	if verb == "apply" || verb == "receipts" {
+		fs.StringVar(&f.receiptKey, "receipt-key", "", "the deployer's OpenSSH ed25519 private key `FILE` signing the receipts (default: the SWITCHYARD_RECEIPT_KEY variable; none: unsigned)")
+	}
+	if verb == "receipts" {
+		fs.StringVar(&f.receiptPubKey, "receipt-pubkey", "", "verify with this OpenSSH ed25519 public key `FILE` instead of --receipt-key's")
+	}
 	if verb == "apply" && m.Staged() {
 		fs.StringVar(&f.rollout, "rollout", "", "deploy in stages, `SPEC` canary=N,batch=M (M a count or a percentage): a failed stage holds the rest (default: the rollout setting)")
 	}
@@ -55,6 +62,9 @@ func methodFlagSet(m method.Method, verb string, f *methodFlags) *flag.FlagSet {
 func parseMethodFlags(m method.Method, verb string, args []string) (methodFlags, error) {
 	var f methodFlags
 	fs := methodFlagSet(m, verb, &f)
+	if verb == "receipts" && len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		f.receiptsAction, args = args[0], args[1:]
+	}
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
@@ -63,8 +73,13 @@ func parseMethodFlags(m method.Method, verb string, args []string) (methodFlags,
 		if len(f.tofuArgs) == 0 {
 			return f, fmt.Errorf("give OpenTofu's arguments after --, e.g. run -- state list")
 		}
+	} else if verb == "receipts" && f.receiptsAction == "" && fs.NArg() == 1 {
+		f.receiptsAction = fs.Arg(0)
 	} else if fs.NArg() > 0 {
 		return f, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if verb == "receipts" && f.receiptsAction != "show" && f.receiptsAction != "verify" {
+		return f, fmt.Errorf("give show or verify, e.g. receipts verify --node web1")
 	}
 	if f.output != "text" && f.output != "json" {
 		return f, fmt.Errorf("--output: %q is not text or json", f.output)
@@ -98,6 +113,7 @@ func runMethod(m method.Method, args []string, e env) int {
 	defer cancel()
 	req := methods.Request{Method: m.Name, Verb: verb, Tree: f.tree, Group: f.group, Nodes: f.nodes,
 		StateDir: f.stateDir, Parallel: f.parallel, Rollout: f.rollout, PlanIn: f.planIn, PlanOut: f.planOut, TofuArgs: f.tofuArgs,
+		ReceiptKey: f.receiptKey, ReceiptPubKey: f.receiptPubKey, ReceiptsAction: f.receiptsAction,
 		Offline: f.offline, Getenv: e.getenv, Stdin: e.stdin, Stdout: e.stdout, Stderr: e.stderr, JSON: f.output == "json"}
 	var out methods.Reporter = console.NewText(e.stdout, e.stderr)
 	if req.JSON {

@@ -74,6 +74,9 @@ func writeVerbUsage(w io.Writer, m method.Method, verb string) {
 	if verb == "run" {
 		tail = " [flags] -- <tofu args>"
 	}
+	if verb == "receipts" {
+		tail = " show|verify [flags]"
+	}
 	fmt.Fprintf(w, "usage: switchyard %s %s%s\n\n%s %s: %s.\n", m.Name, verb, tail, m.Name, verb, method.VerbSummary(verb))
 	var f methodFlags
 	writeFlags(w, methodFlagSet(m, verb, &f))
