@@ -405,7 +405,8 @@ func (r *run) startRenew(ctx context.Context, token uint64) {
 				l.mu.Lock()
 				l.lost = why
 				l.mu.Unlock()
-				r.log("error", "%s: %v: token %d, the node's lock is now %s", r.d.Node, ErrLockLost, token, why)
+				r.log("error", "%s: deploy lock: renewing it: %v: token %d is no longer the node's lock (now %s); every further change is refused on the node",
+					r.d.Node, ErrLockLost, token, why)
 				return
 			case code != 0:
 				r.log("warn", "%s: deploy lock: renewing it exited %d: %s (retrying)", r.d.Node, code, lastLine(errOut))
