@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/switchyard-nix/switchyard/exitcode"
@@ -17,7 +18,7 @@ import (
 // The node-side deploy lock (issue 15): one deployer at a time changes a node,
 // whatever method it uses (ssh, tf, ...), because the lock lives on the node.
 //
-//	/run/switchyard/lock             the holder: "TOKEN EXPIRES HOST PID SINCE"
+//	/run/switchyard/lock             the holder: "TOKEN EXPIRES HOST PID SINCE WHERE"
 //	                                 (tmpfs: a reboot ends every lock)
 //	/run/switchyard/lock.flock       flock(1) target serialising every lock command
 //	/var/lib/switchyard/lock-generation  the fence counter (persists across reboots)
@@ -38,7 +39,7 @@ import (
 //
 //	read                     print "now N", "generation N", "lock LINE" and one
 //	                         "switch UNIT ACTIVE SUB" per switchyard switch unit
-//	take EXPECTED HOST PID TTL   if the lock line is still EXPECTED (compare and set),
+//	take EXPECTED HOST PID TTL WHERE  if the lock line is still EXPECTED (compare and set),
 //	                         bump the generation and write a new lock; print it
 //	renew TOKEN TTL          extend the lease of the lock holding TOKEN; print it
 //	release TOKEN            remove the lock holding TOKEN
@@ -84,7 +85,7 @@ take)
 	gen=$((gen + 1))
 	printf '%s\n' "$gen" > "$state/lock-generation.tmp"
 	mv -f "$state/lock-generation.tmp" "$state/lock-generation"
-	put "$gen $((now + $4)) $2 $3 $now"
+	put "$gen $((now + $4)) $2 $3 $now $5"
 	;;
 renew)
 	if [ -z "$cur" ] || [ "$tok" != "$1" ]; then printf '%s\n' "$cur"; exit 75; fi
@@ -153,6 +154,10 @@ type lockHolder struct {
 	Host    string
 	PID     int
 	Since   int64 // when the holder took it, node's clock
+	// Where tells in which process space PID is meaningful: the deployer's kernel
+	// boot and pid namespace ("-" when unknown). A deployer with the same Where can
+	// ask whether the holder's process still lives.
+	Where string
 }
 
 func (h lockHolder) String() string {
@@ -167,10 +172,13 @@ func parseHolder(line string) (*lockHolder, error) {
 		return nil, nil
 	}
 	f := strings.Fields(line)
-	if len(f) != 5 {
-		return nil, fmt.Errorf("lock line %q: want 5 fields", line)
+	if len(f) != 5 && len(f) != 6 {
+		return nil, fmt.Errorf("lock line %q: want 6 fields", line)
 	}
-	var h lockHolder
+	h := lockHolder{Where: "-"}
+	if len(f) == 6 {
+		h.Where = f[5]
+	}
 	var err error
 	if h.Token, err = strconv.ParseUint(f[0], 10, 64); err != nil {
 		return nil, fmt.Errorf("lock line %q: token: %w", line, err)
@@ -234,26 +242,46 @@ type lockDecision int
 const (
 	lockFree      lockDecision = iota // no lock: take it
 	lockExpired                       // a lease ran out and no switch runs: break it and take it
-	lockHeld                          // another deployer's live lease: wait or refuse
+	lockAbandoned                     // its holder's process is gone (same machine) and no switch runs: break it
+	lockHeld                          // another live deployer's lease: wait or refuse
 	lockMine                          // this very process holds it already (the node twice in one run): refuse
-	lockSwitching                     // a switch unit still runs: wait or refuse, never overlap it
+	lockSwitching                     // no live holder, but a switch unit still runs: wait for it to end
 )
 
-// decideLock decides from a read of the lock, for the deployer host/pid. A running
-// switch unit always waits, even with no lock or an expired one: a deployer killed
-// mid-switch leaves its unit running, and its lock is broken only once it ended.
-func decideLock(st lockState, host string, pid int) lockDecision {
+// deployer is who takes a lock: its host, pid and process space (lockHolder.Where).
+type deployer struct {
+	Host  string
+	PID   int
+	Where string
+}
+
+// holderGone tells whether the holder's process has ended: only a deployer in the
+// same process space (same kernel boot, same pid namespace) can tell; alive is
+// asked about the pid then (a reused pid reads as alive: the lease decides).
+func holderGone(h *lockHolder, me deployer, alive func(pid int) bool) bool {
+	return h.Where != "-" && h.Where == me.Where && h.PID != me.PID && !alive(h.PID)
+}
+
+// decideLock decides from a read of the lock. A live holder's lease is waited for
+// (or refused). Without a live holder (none, lease ended, or its process gone) the
+// lock is taken, unless a switch unit still runs: a deployer killed mid-switch
+// leaves its unit running, and its lock is broken only once that ended.
+func decideLock(st lockState, me deployer, alive func(pid int) bool) lockDecision {
+	h := st.Holder
+	live := h != nil && st.Now < h.Expires && !holderGone(h, me, alive)
 	switch {
+	case live && h.Host == me.Host && h.PID == me.PID && h.Where == me.Where:
+		return lockMine
+	case live:
+		return lockHeld
 	case len(st.Running) > 0:
 		return lockSwitching
-	case st.Holder == nil:
+	case h == nil:
 		return lockFree
-	case st.Holder.Host == host && st.Holder.PID == pid && st.Now < st.Holder.Expires:
-		return lockMine
-	case st.Now >= st.Holder.Expires:
+	case st.Now >= h.Expires:
 		return lockExpired
 	}
-	return lockHeld
+	return lockAbandoned
 }
 
 // heldLock is a lock this body holds, renewed in the background.
@@ -272,16 +300,34 @@ func (l *heldLock) lostReason() string {
 	return l.lost
 }
 
-// lockIdentity is this deployer on the lock line: its host (made one field) and pid.
-func lockIdentity() (string, int) {
+// lockIdentity is this deployer on the lock line: its host (made one field), pid,
+// and process space: the kernel's boot id and the pid namespace, so that only a
+// deployer that can see the holder's pid judges whether it lives.
+func lockIdentity() deployer {
 	host, err := os.Hostname()
 	if err != nil || host == "" {
 		host = "unknown"
 	}
-	return unsafeHostChars.ReplaceAllString(host, "_"), os.Getpid()
+	where := "-"
+	boot, err1 := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	ns, err2 := os.Readlink("/proc/self/ns/pid")
+	if err1 == nil && err2 == nil {
+		where = unsafeHostChars.ReplaceAllString(strings.TrimSpace(string(boot))+"/"+ns, "_")
+	}
+	return deployer{Host: unsafeHostChars.ReplaceAllString(host, "_"), PID: os.Getpid(), Where: where}
 }
 
-var unsafeHostChars = regexp.MustCompile(`[^A-Za-z0-9._-]`)
+var unsafeHostChars = regexp.MustCompile(`[^A-Za-z0-9._:/-]`)
+
+// processAlive tells whether pid is a process of this machine's pid namespace
+// (kill(2) with signal 0: EPERM still means it exists).
+func processAlive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
 
 // lockCommand runs one LockScript verb on the node.
 func (r *run) lockCommand(ctx context.Context, args ...string) (stdout, stderr string, code int, err error) {
@@ -311,9 +357,15 @@ const lockPoll = time.Second
 // start of push), waiting up to DEPLOY_LOCK_WAIT for another deployer's lock; then
 // it refuses the node (exit 2) naming the holder.
 func (r *run) acquireLock(ctx context.Context) error {
-	host, pid := lockIdentity()
-	deadline := time.Now().Add(r.cfg.LockWait)
+	me := lockIdentity()
+	start := time.Now()
+	deadline := start.Add(r.cfg.LockWait)
+	// A switch left running by a deployer that is gone ends by its own bound
+	// (TimeoutStartSec=DEPLOY_SWITCH_TIMEOUT): wait for it that long whatever
+	// DEPLOY_LOCK_WAIT says, so a rerun after a killed deployer goes on.
+	switchDeadline := start.Add(max(r.cfg.LockWait, r.cfg.SwitchTimeout+switchStopGrace))
 	ttl := strconv.FormatInt(int64(max(r.cfg.LockTTL.Seconds(), 1)), 10)
+	logged := false
 	for {
 		st, err := r.readLock(ctx)
 		if err != nil {
@@ -322,10 +374,10 @@ func (r *run) acquireLock(ctx context.Context) error {
 			}
 			return stopWith(exitcode.Infra, "deploy lock: %w", err)
 		}
-		why := ""
-		switch decideLock(st, host, pid) {
-		case lockFree, lockExpired:
-			out, errOut, code, err := r.lockCommand(ctx, "take", st.Line, host, strconv.Itoa(pid), ttl)
+		why, until := "", deadline
+		switch decision := decideLock(st, me, processAlive); decision {
+		case lockFree, lockExpired, lockAbandoned:
+			out, errOut, code, err := r.lockCommand(ctx, "take", st.Line, me.Host, strconv.Itoa(me.PID), ttl, me.Where)
 			if err != nil {
 				return stopWith(exitcode.Infra, "deploy lock: taking it: %w", err)
 			}
@@ -339,28 +391,35 @@ func (r *run) acquireLock(ctx context.Context) error {
 			if err != nil || h == nil {
 				return stopWith(exitcode.Infra, "deploy lock: taking it: %v", err)
 			}
-			if st.Holder != nil {
+			switch decision {
+			case lockExpired:
 				r.log("warn", "%s: push: broke the deploy lock of %s: its lease ran out and no switch of it runs", r.d.Node, st.Holder)
+			case lockAbandoned:
+				r.log("warn", "%s: push: broke the deploy lock of %s: that process is gone and no switch of it runs", r.d.Node, st.Holder)
 			}
 			r.log("info", "%s: push: deploy lock taken (token %d)", r.d.Node, h.Token)
 			r.startRenew(ctx, h.Token)
 			testPauseAfterLock(ctx)
 			return nil
 		case lockSwitching:
-			why = fmt.Sprintf("the switch unit %s still runs on the node", strings.Join(st.Running, ", "))
+			why, until = fmt.Sprintf("the switch unit %s of a deployer that is gone still runs on the node", strings.Join(st.Running, ", ")), switchDeadline
 			if st.Holder != nil {
-				why += "; lock held by " + st.Holder.String()
+				why += " (its lock: " + st.Holder.String() + ")"
+			}
+			if !logged {
+				logged = true
+				r.log("info", "%s: push: waiting for %s to end", r.d.Node, why)
 			}
 		case lockMine:
 			why = "this deployer already holds it for another node entry: " + st.Holder.String()
 		case lockHeld:
 			why = "held by " + st.Holder.String()
 		}
-		if !time.Now().Before(deadline) {
+		if !time.Now().Before(until) {
 			return stopWith(exitcode.Refused, "deploy lock: %s; refused after waiting %s (DEPLOY_LOCK_WAIT); nothing on the node changed",
-				why, r.cfg.LockWait)
+				why, time.Since(start).Round(time.Second))
 		}
-		if err := sleep(ctx, min(lockPoll, time.Until(deadline)+time.Millisecond)); err != nil {
+		if err := sleep(ctx, min(lockPoll, time.Until(until)+time.Millisecond)); err != nil {
 			return stopWith(exitcode.Infra, "deploy lock: %w", err)
 		}
 	}

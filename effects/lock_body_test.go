@@ -3,6 +3,8 @@ package effects_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -88,6 +90,34 @@ func TestExpiredLockBroken(t *testing.T) {
 	}
 	if !strings.Contains(strings.Join(ev.Logs(), "\n"), "broke the deploy lock of deployer host killed-host, pid 77") {
 		t.Errorf("breaking not logged: %q", ev.Logs())
+	}
+}
+
+// A lock whose holder was a process of this machine that is gone (a killed
+// deployer) is broken at once, without waiting for its lease.
+func TestLockOfGoneProcessBroken(t *testing.T) {
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Skip(err)
+	}
+	host, _ := os.Hostname()
+	f := effectstest.Load(t, "healthy")
+	f.LockGeneration = 3
+	f.Lock = fmt.Sprintf("3 %d %s %d %d %s", time.Now().Unix()+600, host, dead.Process.Pid, time.Now().Unix(), effects.LockWhere())
+	d, ev := lockedDeploy(f, f.Toplevel, testConfig(false))
+	start := time.Now()
+	res := d.Run(context.Background())
+	if res.ExitCode != 0 || f.Lock != "" || f.LockGeneration != 4 {
+		t.Fatalf("exit %d lock %q generation %d: %q", res.ExitCode, f.Lock, f.LockGeneration, res.Verdict.Reasons)
+	}
+	if !strings.Contains(strings.Join(ev.Logs(), "\n"), fmt.Sprintf("pid %d, since", dead.Process.Pid)) || time.Since(start) > 30*time.Second {
+		t.Errorf("breaking not logged, or waited: %q", ev.Logs())
+	}
+	// The same lock of a live process of this machine is held.
+	f.Lock = fmt.Sprintf("3 %d %s %d %d %s", time.Now().Unix()+600, host, os.Getppid(), time.Now().Unix(), effects.LockWhere())
+	d, _ = lockedDeploy(f, f.Toplevel, testConfig(false))
+	if res := d.Run(context.Background()); res.ExitCode != exitcode.Refused {
+		t.Errorf("a live holder's lock: exit %d, want %d: %q", res.ExitCode, exitcode.Refused, res.Verdict.Reasons)
 	}
 }
 

@@ -2,6 +2,8 @@ package effects
 
 import (
 	"context"
+	"os"
+	"os/exec"
 	"reflect"
 	"strings"
 	"testing"
@@ -15,12 +17,13 @@ func TestParseHolder(t *testing.T) {
 	}{
 		{line: "", want: nil},
 		{line: "  \n", want: nil},
-		{line: "7 1700000120 ci-runner-3 4242 1700000000\n", want: &lockHolder{Token: 7, Expires: 1700000120, Host: "ci-runner-3", PID: 4242, Since: 1700000000}},
+		{line: "7 1700000120 ci-runner-3 4242 1700000000\n", want: &lockHolder{Token: 7, Expires: 1700000120, Host: "ci-runner-3", PID: 4242, Since: 1700000000, Where: "-"}},
 		{line: "7 1700000120 host 4242", bad: true},
 		{line: "x 1700000120 host 4242 1700000000", bad: true},
 		{line: "7 soon host 4242 1700000000", bad: true},
 		{line: "7 1700000120 host pid 1700000000", bad: true},
-		{line: "7 1700000120 host 1 2 3", bad: true},
+		{line: "7 1700000120 host 1 2 boot/pid 3", bad: true},
+		{line: "7 1700000120 host 4242 1700000000 b1/pid:_4_", want: &lockHolder{Token: 7, Expires: 1700000120, Host: "host", PID: 4242, Since: 1700000000, Where: "b1/pid:_4_"}},
 	} {
 		got, err := parseHolder(c.line)
 		if (err != nil) != c.bad {
@@ -43,7 +46,7 @@ func TestParseLockState(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := lockState{Now: 100, Generation: 7, Line: "7 160 ops-laptop 99 40",
-		Holder:  &lockHolder{Token: 7, Expires: 160, Host: "ops-laptop", PID: 99, Since: 40},
+		Holder:  &lockHolder{Token: 7, Expires: 160, Host: "ops-laptop", PID: 99, Since: 40, Where: "-"},
 		Running: []string{"switchyard-switch-1.service"}}
 	if !reflect.DeepEqual(st, want) {
 		t.Errorf("got %+v\nwant %+v", st, want)
@@ -60,27 +63,55 @@ func TestParseLockState(t *testing.T) {
 }
 
 func TestDecideLock(t *testing.T) {
-	other := &lockHolder{Token: 3, Expires: 200, Host: "ci-2", PID: 10, Since: 80}
-	me := &lockHolder{Token: 3, Expires: 200, Host: "laptop", PID: 42, Since: 80}
+	me := deployer{Host: "laptop", PID: 42, Where: "boot1/pid:_1_"}
+	other := &lockHolder{Token: 3, Expires: 200, Host: "ci-2", PID: 10, Since: 80, Where: "boot9/pid:_1_"}
+	mine := &lockHolder{Token: 3, Expires: 200, Host: "laptop", PID: 42, Since: 80, Where: me.Where}
+	sibling := func(pid int) *lockHolder { // another process of this machine
+		return &lockHolder{Token: 3, Expires: 200, Host: "laptop", PID: pid, Since: 80, Where: me.Where}
+	}
+	unknownWhere := &lockHolder{Token: 3, Expires: 200, Host: "laptop", PID: 77, Since: 80, Where: "-"}
+	running := []string{"switchyard-switch-1.service"}
+	alive := func(pid int) bool { return pid == 76 || pid == 42 } // 77 is gone
 	for _, c := range []struct {
 		name string
 		st   lockState
 		want lockDecision
 	}{
 		{"free", lockState{Now: 100}, lockFree},
-		{"held by another", lockState{Now: 100, Holder: other}, lockHeld},
+		{"held by another machine", lockState{Now: 100, Holder: other}, lockHeld},
 		{"held until the last second", lockState{Now: 199, Holder: other}, lockHeld},
 		{"expired at its end", lockState{Now: 200, Holder: other}, lockExpired},
 		{"expired long ago", lockState{Now: 9000, Holder: other}, lockExpired},
-		{"mine", lockState{Now: 100, Holder: me}, lockMine},
-		{"mine but expired", lockState{Now: 300, Holder: me}, lockExpired},
-		{"same host other pid", lockState{Now: 100, Holder: &lockHolder{Expires: 200, Host: "laptop", PID: 43}}, lockHeld},
-		{"expired but its switch still runs", lockState{Now: 300, Holder: other, Running: []string{"switchyard-switch-1.service"}}, lockSwitching},
-		{"no lock but a switch runs", lockState{Now: 100, Running: []string{"switchyard-switch-1.service"}}, lockSwitching},
+		{"another machine's pid is never judged", lockState{Now: 100, Holder: &lockHolder{Expires: 200, Host: "ci-2", PID: 77, Where: "boot9/pid:_1_"}}, lockHeld},
+		{"mine", lockState{Now: 100, Holder: mine}, lockMine},
+		{"mine but expired", lockState{Now: 300, Holder: mine}, lockExpired},
+		{"a live process of this machine", lockState{Now: 100, Holder: sibling(76)}, lockHeld},
+		{"a gone process of this machine", lockState{Now: 100, Holder: sibling(77)}, lockAbandoned},
+		{"a gone process, its place unknown", lockState{Now: 100, Holder: unknownWhere}, lockHeld},
+		{"gone, but its switch still runs", lockState{Now: 100, Holder: sibling(77), Running: running}, lockSwitching},
+		{"expired but its switch still runs", lockState{Now: 300, Holder: other, Running: running}, lockSwitching},
+		{"no lock but a switch runs", lockState{Now: 100, Running: running}, lockSwitching},
+		{"a live holder with its switch running", lockState{Now: 100, Holder: other, Running: running}, lockHeld},
 	} {
-		if got := decideLock(c.st, "laptop", 42); got != c.want {
+		if got := decideLock(c.st, me, alive); got != c.want {
 			t.Errorf("%s: decideLock = %d, want %d", c.name, got, c.want)
 		}
+	}
+}
+
+func TestProcessAlive(t *testing.T) {
+	if !processAlive(os.Getpid()) {
+		t.Error("this process reads as gone")
+	}
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Skip(err)
+	}
+	if processAlive(cmd.Process.Pid) {
+		t.Errorf("the ended process %d reads as alive", cmd.Process.Pid)
+	}
+	if processAlive(0) || processAlive(-1) {
+		t.Error("pid 0 or -1 reads as alive")
 	}
 }
 

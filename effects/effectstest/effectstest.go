@@ -147,7 +147,7 @@ func (n *Node) lock(c effects.Command, verb string, args []string) (int, error) 
 	now := time.Now().Unix()
 	cur := n.Lock
 	f := strings.Fields(cur)
-	mine := func(token string) bool { return len(f) == 5 && f[0] == token }
+	mine := func(token string) bool { return len(f) >= 5 && f[0] == token }
 	if verb != "fence" {
 		n.log = append(n.log, "lock "+verb)
 	}
@@ -164,7 +164,7 @@ func (n *Node) lock(c effects.Command, verb string, args []string) (int, error) 
 		}
 		ttl, _ := strconv.ParseInt(args[3], 10, 64)
 		n.LockGeneration++
-		n.Lock = fmt.Sprintf("%d %d %s %s %d", n.LockGeneration, now+ttl, args[1], args[2], now)
+		n.Lock = fmt.Sprintf("%d %d %s %s %d %s", n.LockGeneration, now+ttl, args[1], args[2], now, args[4])
 	case "renew":
 		if !mine(args[0]) {
 			n.mu.Unlock()
@@ -172,7 +172,7 @@ func (n *Node) lock(c effects.Command, verb string, args []string) (int, error) 
 			return effects.LockFenced, nil
 		}
 		ttl, _ := strconv.ParseInt(args[1], 10, 64)
-		n.Lock = fmt.Sprintf("%s %d %s %s %s", f[0], now+ttl, f[2], f[3], f[4])
+		n.Lock = fmt.Sprintf("%s %d %s", f[0], now+ttl, strings.Join(f[2:], " "))
 	case "release":
 		if !mine(args[0]) {
 			n.mu.Unlock()
@@ -182,7 +182,7 @@ func (n *Node) lock(c effects.Command, verb string, args []string) (int, error) 
 		n.Lock = ""
 	case "fence":
 		exp := int64(0)
-		if len(f) == 5 {
+		if len(f) >= 5 {
 			exp, _ = strconv.ParseInt(f[1], 10, 64)
 		}
 		n.mu.Unlock()
@@ -213,7 +213,7 @@ func (n *Node) fenceOK(ctx context.Context) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	f := strings.Fields(n.Lock)
-	if len(f) != 5 || f[0] != strconv.FormatUint(token, 10) {
+	if len(f) < 5 || f[0] != strconv.FormatUint(token, 10) {
 		return false
 	}
 	exp, _ := strconv.ParseInt(f[1], 10, 64)

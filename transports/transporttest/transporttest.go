@@ -552,7 +552,7 @@ func (s *suite) takeLock(t *testing.T) uint64 {
 			line = v
 		}
 	}
-	code, out = s.lock(t, "take", line, "transporttest", "1", "60")
+	code, out = s.lock(t, "take", line, "transporttest", "1", "60", "-")
 	if code != 0 {
 		t.Fatalf("lock take exited %d: %q", code, out)
 	}
