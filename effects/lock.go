@@ -393,11 +393,12 @@ func (r *run) acquireLock(ctx context.Context) error {
 			}
 			switch decision {
 			case lockExpired:
-				r.log("warn", "%s: push: broke the deploy lock of %s: its lease ran out and no switch of it runs", r.d.Node, st.Holder)
+				r.log("warn", "%s: deploy lock: broke the lock of %s: its lease ran out and no switch of it runs", r.d.Node, st.Holder)
 			case lockAbandoned:
-				r.log("warn", "%s: push: broke the deploy lock of %s: that process is gone and no switch of it runs", r.d.Node, st.Holder)
+				r.log("warn", "%s: deploy lock: broke the lock of %s: that process is gone and no switch of it runs", r.d.Node, st.Holder)
 			}
-			r.log("info", "%s: push: deploy lock taken (token %d)", r.d.Node, h.Token)
+			// No "push:" here: a push's own log line stays the one about the copy.
+			r.log("info", "%s: deploy lock: taken (token %d)", r.d.Node, h.Token)
 			r.startRenew(ctx, h.Token)
 			testPauseAfterLock(ctx)
 			return nil
@@ -408,7 +409,7 @@ func (r *run) acquireLock(ctx context.Context) error {
 			}
 			if !logged {
 				logged = true
-				r.log("info", "%s: push: waiting for %s to end", r.d.Node, why)
+				r.log("info", "%s: deploy lock: waiting for %s to end", r.d.Node, why)
 			}
 		case lockMine:
 			why = "this deployer already holds it for another node entry: " + st.Holder.String()

@@ -88,7 +88,7 @@ func TestExpiredLockBroken(t *testing.T) {
 	if res.ExitCode != 0 || f.Lock != "" || f.LockGeneration != 4 {
 		t.Fatalf("exit %d lock %q generation %d: %q", res.ExitCode, f.Lock, f.LockGeneration, res.Verdict.Reasons)
 	}
-	if !strings.Contains(strings.Join(ev.Logs(), "\n"), "broke the deploy lock of deployer host killed-host, pid 77") {
+	if !strings.Contains(strings.Join(ev.Logs(), "\n"), "deploy lock: broke the lock of deployer host killed-host, pid 77") {
 		t.Errorf("breaking not logged: %q", ev.Logs())
 	}
 }

@@ -129,7 +129,7 @@ func (b *bgRun) wait(t *testing.T, d time.Duration) run {
 }
 
 func lockTaken(e map[string]any) bool {
-	return e["kind"] == "log" && strings.Contains(fmt.Sprint(e["msg"]), "deploy lock taken")
+	return e["kind"] == "log" && strings.Contains(fmt.Sprint(e["msg"]), "deploy lock: taken")
 }
 
 // lockTree is an operator tree for node web1 whose toplevel is generation gen (its
@@ -211,7 +211,7 @@ func TestLockConcurrentSSHApply(t *testing.T) {
 	}
 	wr := waiter.wait(t, 5*time.Minute)
 	wantCode(t, wr, 0)
-	if countLogs(wr, "web1", "deploy lock taken") != 1 {
+	if countLogs(wr, "web1", "deploy lock: taken") != 1 {
 		t.Errorf("the waiting deploy took no lock: %q", logMsgs(wr))
 	}
 	if got := nodeState(t, node); got != genA {
@@ -284,7 +284,7 @@ func TestLockLeftByKilledDeployerIsBroken(t *testing.T) {
 	if time.Since(start) > 100*time.Second {
 		t.Errorf("the next apply took %s: it waited for the lease instead of seeing its holder gone", time.Since(start))
 	}
-	if countLogs(r, "web1", "broke the deploy lock of deployer host") != 1 ||
+	if countLogs(r, "web1", "deploy lock: broke the lock of deployer host") != 1 ||
 		countLogs(r, "web1", fmt.Sprintf("pid %d", killed.cmd.Process.Pid)) == 0 ||
 		countLogs(r, "web1", "that process is gone") != 1 {
 		t.Errorf("the next apply did not say it broke the killed deployer's lock: %q", logMsgs(r))
