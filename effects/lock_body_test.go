@@ -164,3 +164,34 @@ func TestLostLockFencesFinalize(t *testing.T) {
 		t.Errorf("revert without the lock: %v", err)
 	}
 }
+
+// slowSnapshot answers for a Node, but its snapshot read takes a while.
+type slowSnapshot struct {
+	*effectstest.Node
+	delay time.Duration
+	once  bool
+}
+
+func (s *slowSnapshot) Run(ctx context.Context, c effects.Command) (int, error) {
+	if len(c.Argv) == 3 && c.Argv[2] == verdict.ReadScript && !s.once {
+		s.once = true
+		time.Sleep(s.delay)
+	}
+	return s.Node.Run(ctx, c)
+}
+
+// The holder renews its lease while it works: a run longer than DEPLOY_LOCK_TTL
+// keeps its lock, and its switch and finalize are not fenced out.
+func TestLockRenewedWhileWorking(t *testing.T) {
+	s := &slowSnapshot{Node: effectstest.Load(t, "healthy"), delay: 2500 * time.Millisecond}
+	cfg := testConfig(false)
+	cfg.LockTTL = time.Second
+	d, _ := lockedDeploy(s, s.Toplevel, cfg)
+	res := d.Run(context.Background())
+	if res.ExitCode != 0 || s.Did("lock renew") < 2 || s.Did("run systemd-run") != 1 || s.Did("finalize ") != 1 {
+		t.Errorf("exit %d reasons %q; log %v", res.ExitCode, res.Verdict.Reasons, s.Log())
+	}
+	if s.Lock != "" {
+		t.Errorf("lock left: %q", s.Lock)
+	}
+}

@@ -328,8 +328,8 @@ func TestLockFencesAPausedDeployer(t *testing.T) {
 		t.Fatal(err)
 	}
 	ar := a.wait(t, 5*time.Minute)
-	if ar.code == 0 {
-		t.Errorf("A exited 0 after losing its lock: %q", logMsgs(ar))
+	if ar.code != 3 {
+		t.Errorf("A exited %d after losing its lock, want 3: %q", ar.code, logMsgs(ar))
 	}
 	if !strings.Contains(strings.Join(logMsgs(ar), "\n"), "deploy lock lost") {
 		t.Errorf("A does not name the lost lock: exit %d %q", ar.code, logMsgs(ar))
