@@ -21,6 +21,8 @@ type Config struct {
 	EvalCacheDir   string
 	WaitTimeout    time.Duration
 	SwitchTimeout  time.Duration
+	LockWait       time.Duration
+	LockTTL        time.Duration
 }
 
 // Variable is one DEPLOY_* variable: its name, default, meaning and how it sets Config.
@@ -94,6 +96,18 @@ var Variables = []Variable{
 			return fmt.Errorf("%q is not a number of seconds greater than 0", v)
 		}
 		c.SwitchTimeout = d
+		return nil
+	}},
+	{"DEPLOY_LOCK_WAIT", "0", "seconds a deploy waits for another deployer's lock on the node before it is refused (exit 2, naming the holder)", func(c *Config, v string) (err error) {
+		c.LockWait, err = parseSeconds(v)
+		return err
+	}},
+	{"DEPLOY_LOCK_TTL", "120", "seconds of the node lock's lease; the holder renews it every third of that while it works, and a lock left by a killed deployer is broken once its lease ran out", func(c *Config, v string) error {
+		d, err := parseSeconds(v)
+		if err != nil || d < time.Second {
+			return fmt.Errorf("%q is not a number of seconds of at least 1", v)
+		}
+		c.LockTTL = d
 		return nil
 	}},
 }

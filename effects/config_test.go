@@ -17,7 +17,7 @@ func TestConfigDefaults(t *testing.T) {
 		StrictUnits: true, VerdictOnly: false, ChainTimeout: 600 * time.Second, ChainStall: 120 * time.Second,
 		LoopGrace: 600 * time.Second, SettleAttempts: 12, CycleInterval: 5 * time.Second, CycleWindows: 4,
 		EvalCacheDir: "/c/switchyard/eval", WaitTimeout: 30 * time.Second,
-		SwitchTimeout: 900 * time.Second,
+		SwitchTimeout: 900 * time.Second, LockWait: 0, LockTTL: 120 * time.Second,
 	}
 	if c != want {
 		t.Fatalf("defaults:\n got %+v\nwant %+v", c, want)
@@ -45,6 +45,7 @@ func TestConfigRefusesBadValuesByName(t *testing.T) {
 		"DEPLOY_CHAIN_STALL": "-1", "DEPLOY_LOOP_GRACE": "1e99", "DEPLOY_SETTLE_ATTEMPTS": "0",
 		"DEPLOY_CYCLE_INTERVAL": "5s", "DEPLOY_CYCLE_WINDOWS": "1.5", "DEPLOY_LOOPING_BEFORE_GAP": "0",
 		"DEPLOY_WAIT_TIMEOUT": "NaN", "DEPLOY_SWITCH_TIMEOUT": "0",
+		"DEPLOY_LOCK_WAIT": "-3", "DEPLOY_LOCK_TTL": "0.5",
 	} {
 		_, err := ConfigFromEnv(env(map[string]string{name: bad}))
 		if err == nil {

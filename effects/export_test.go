@@ -11,3 +11,6 @@ func (d *Deploy) WithSeams(resolve func(context.Context, Source) (string, error)
 	d.resolve, d.poll = resolve, poll
 	return d
 }
+
+// LockWhere is this process's place on a lock line (lockHolder.Where).
+func LockWhere() string { return lockIdentity().Where }

@@ -202,7 +202,10 @@ func (r *run) report(ctx context.Context) error {
 
 // 17. finalize
 func (r *run) finalize(ctx context.Context) error {
-	if err := r.d.Transport.FinalizeBootloader(ctx, r.v.Toplevel); err != nil {
+	if err := r.d.Transport.FinalizeBootloader(r.fenced(ctx), r.v.Toplevel); err != nil {
+		if lost := r.lockLost(ctx, err); lost != nil {
+			return failWith(exitcode.Infra, "%w: the system profile and boot entry were not set (%v)", lost, err)
+		}
 		return failWith(exitcode.Infra, "setting the system profile and boot entry: %w", err)
 	}
 	return nil
@@ -212,6 +215,7 @@ func (r *run) finalize(ctx context.Context) error {
 // what failed after the report (finalize: exit 3). The report is already out, so a
 // raise is named here in a log event, with its reasons.
 func (r *run) conclude(ctx context.Context) error {
+	r.releaseLock(ctx)
 	if r.exit <= r.v.ExitCode {
 		return nil
 	}

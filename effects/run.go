@@ -44,6 +44,7 @@ type run struct {
 	owned         map[string]bool
 	wanted        map[string]bool
 	classes       verdict.Classes
+	lock          *heldLock // the node's deploy lock, while this body holds it
 }
 
 func newRun(d *Deploy) *run {
@@ -233,6 +234,11 @@ var systemStateMeaning = map[string]string{
 
 // 3. push the closure
 func (r *run) push(ctx context.Context) error {
+	// The deploy lock comes first: a deployer refused by it has changed nothing,
+	// not even the node's store.
+	if err := r.acquireLock(ctx); err != nil {
+		return err
+	}
 	links, err := linkPermanentMACs(r.toplevel)
 	if err != nil {
 		return stopWith(exitcode.Infra, "reading .link files: %w", err)

@@ -64,8 +64,11 @@ func (r *run) doSwitch(ctx context.Context) error {
 	// From here on the switch may run: until its result is read it is an error,
 	// never "skipped" (that is the verdict-only pass). -1: no exit status read.
 	r.v.Switch.Result, r.v.Switch.ExitCode = verdict.SwitchError, -1
-	_, err := r.execCheck(ctx, switchArgv(r.switchUnit, r.toplevel, r.cfg.SwitchTimeout, r.d.Transport.SwitchRuntimeMaxArgs())...)
+	_, err := r.execCheck(r.fenced(ctx), switchArgv(r.switchUnit, r.toplevel, r.cfg.SwitchTimeout, r.d.Transport.SwitchRuntimeMaxArgs())...)
 	if err != nil && !errors.Is(err, ErrUnreachable) {
+		if lost := r.lockLost(ctx, err); lost != nil {
+			return stopWith(exitcode.Infra, "%w: the switch was not started, nothing changed", lost)
+		}
 		return stopWith(exitcode.Infra, "starting the switch: %w", err)
 	}
 	if err != nil {
@@ -210,7 +213,10 @@ func (r *run) confirm(ctx context.Context) error {
 // revertBoot points the boot entry back at the running generation; a failure
 // raises the node to exit 3.
 func (r *run) revertBoot(ctx context.Context) {
-	if err := r.d.Transport.RevertBootloader(ctx); err != nil {
+	if err := r.d.Transport.RevertBootloader(r.fenced(ctx)); err != nil {
+		if lost := r.lockLost(ctx, err); lost != nil {
+			err = fmt.Errorf("%w (%v)", lost, err)
+		}
 		r.raise(exitcode.Infra, "confirm: reverting the boot entry: "+err.Error())
 		r.log("error", "%s: confirm: reverting the boot entry: %v", r.d.Node, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -35,6 +36,11 @@ type Node struct {
 	Current     string   // what /run/current-system points at
 	Unreachable bool     // every Run fails with effects.ErrUnreachable
 	BootInit    string   // what the default boot entry starts (effects.BootEntryScript's answer)
+	// Lock is the node's deploy lock line (effects.LockScript's /run/switchyard/lock,
+	// "" for none) and LockGeneration its fence counter: the fake plays the lock's
+	// verbs and its fence like the script does on a node.
+	Lock           string
+	LockGeneration uint64
 
 	mu  sync.Mutex
 	log []string
@@ -121,6 +127,100 @@ func (n *Node) Run(ctx context.Context, c effects.Command) (int, error) {
 	if n.Unreachable {
 		return 0, fmt.Errorf("dial: connection refused: %w", effects.ErrUnreachable)
 	}
+	c.Argv = effects.FenceArgv(ctx, c.Argv)
+	if len(c.Argv) >= 5 && c.Argv[0] == "sh" && c.Argv[2] == effects.LockScript {
+		return n.lock(c, c.Argv[4], c.Argv[5:])
+	}
+	return n.run(c)
+}
+
+// lock plays effects.LockScript's verb with args.
+func (n *Node) lock(c effects.Command, verb string, args []string) (int, error) {
+	out, errOut := c.Stdout, c.Stderr
+	if out == nil {
+		out = io.Discard
+	}
+	if errOut == nil {
+		errOut = io.Discard
+	}
+	n.mu.Lock()
+	now := time.Now().Unix()
+	cur := n.Lock
+	f := strings.Fields(cur)
+	mine := func(token string) bool { return len(f) >= 5 && f[0] == token }
+	if verb != "fence" {
+		n.log = append(n.log, "lock "+verb)
+	}
+	switch verb {
+	case "read":
+		n.mu.Unlock()
+		fmt.Fprintf(out, "now %d\ngeneration %d\nlock %s\n", now, n.LockGeneration, cur)
+		return 0, nil
+	case "take":
+		if cur != args[0] {
+			n.mu.Unlock()
+			fmt.Fprintln(out, cur)
+			return effects.LockFenced, nil
+		}
+		ttl, _ := strconv.ParseInt(args[3], 10, 64)
+		n.LockGeneration++
+		n.Lock = fmt.Sprintf("%d %d %s %s %d %s", n.LockGeneration, now+ttl, args[1], args[2], now, args[4])
+	case "renew":
+		if !mine(args[0]) {
+			n.mu.Unlock()
+			fmt.Fprintln(out, cur)
+			return effects.LockFenced, nil
+		}
+		ttl, _ := strconv.ParseInt(args[1], 10, 64)
+		n.Lock = fmt.Sprintf("%s %d %s", f[0], now+ttl, strings.Join(f[2:], " "))
+	case "release":
+		if !mine(args[0]) {
+			n.mu.Unlock()
+			fmt.Fprintln(out, cur)
+			return effects.LockFenced, nil
+		}
+		n.Lock = ""
+	case "fence":
+		exp := int64(0)
+		if len(f) >= 5 {
+			exp, _ = strconv.ParseInt(f[1], 10, 64)
+		}
+		n.mu.Unlock()
+		if !mine(args[0]) || now >= exp {
+			n.Record("fenced " + strings.Join(args[1:], " "))
+			fmt.Fprintf(errOut, "%s the deploy lock with token %s is no longer this deployer's (lock now: %s); %s not run\n",
+				effects.LockLostMarker, args[0], cur, args[1])
+			return effects.LockFenced, nil
+		}
+		c.Argv = args[1:]
+		return n.run(c)
+	default:
+		n.mu.Unlock()
+		return 70, nil
+	}
+	lock := n.Lock
+	n.mu.Unlock()
+	fmt.Fprintln(out, lock)
+	return 0, nil
+}
+
+// fenceOK is whether a fenced ctx's token is still the fake's unexpired lock.
+func (n *Node) fenceOK(ctx context.Context) bool {
+	token, ok := effects.FenceToken(ctx)
+	if !ok {
+		return true
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	f := strings.Fields(n.Lock)
+	if len(f) < 5 || f[0] != strconv.FormatUint(token, 10) {
+		return false
+	}
+	exp, _ := strconv.ParseInt(f[1], 10, 64)
+	return time.Now().Unix() < exp
+}
+
+func (n *Node) run(c effects.Command) (int, error) {
 	out := c.Stdout
 	if out == nil {
 		out = io.Discard
@@ -179,11 +279,19 @@ func (n *Node) CopyClosure(ctx context.Context, paths []string) error {
 func (n *Node) SwitchRuntimeMaxArgs() []string { return []string{"--property=RuntimeMaxSec=60"} }
 
 func (n *Node) FinalizeBootloader(ctx context.Context, top string) error {
+	if !n.fenceOK(ctx) {
+		n.Record("fenced finalize " + top)
+		return fmt.Errorf("set the system profile: nix-env exited %d: %s", effects.LockFenced, effects.LockLostMarker)
+	}
 	n.Record("finalize " + top)
 	return nil
 }
 
 func (n *Node) RevertBootloader(ctx context.Context) error {
+	if !n.fenceOK(ctx) {
+		n.Record("fenced revert")
+		return fmt.Errorf("revert bootloader: exited %d: %s", effects.LockFenced, effects.LockLostMarker)
+	}
 	n.Record("revert")
 	return nil
 }

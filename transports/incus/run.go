@@ -74,6 +74,9 @@ func (t *Transport) Run(ctx context.Context, cmd effects.Command) (int, error) {
 	if len(cmd.Argv) == 0 || cmd.Argv[0] == "" {
 		return -1, errors.New("incus: empty command")
 	}
+	// Under a deploy lock's fence the node runs the command only if the lock is
+	// still this deployer's, checked in the same command.
+	cmd.Argv = effects.FenceArgv(ctx, cmd.Argv)
 	path, err := commandPath(cmd.Path)
 	if err != nil {
 		return -1, err

@@ -106,6 +106,9 @@ func (t *Transport) Run(ctx context.Context, cmd effects.Command) (int, error) {
 	if len(cmd.Argv) == 0 || cmd.Argv[0] == "" {
 		return -1, errors.New("shell transport: remote_exec: empty command")
 	}
+	// Under a deploy lock's fence the node runs the command only if the lock is
+	// still this deployer's, checked in the same command.
+	cmd.Argv = effects.FenceArgv(ctx, cmd.Argv)
 	for i, a := range cmd.Argv {
 		if strings.ContainsRune(a, 0) {
 			return -1, fmt.Errorf("shell transport: remote_exec: argument %d of %s holds a NUL byte", i, cmd.Argv[0])

@@ -246,12 +246,38 @@ func (t *Transport) FinalizeBootloader(ctx context.Context, toplevel string) err
 	if !strings.HasPrefix(toplevel, "/") {
 		return fmt.Errorf("shell transport: finalize_bootloader: toplevel %q is not a store path", toplevel)
 	}
+	if err := t.checkFence(ctx, HookFinalizeBootloader); err != nil {
+		return err
+	}
 	return t.step(ctx, HookFinalizeBootloader, toplevel)
 }
 
 // RevertBootloader calls revert_bootloader.
 func (t *Transport) RevertBootloader(ctx context.Context) error {
+	if err := t.checkFence(ctx, HookRevertBootloader); err != nil {
+		return err
+	}
 	return t.step(ctx, HookRevertBootloader)
+}
+
+// checkFence asks the node, before a bootloader hook, whether the deploy lock of
+// ctx's fence is still this deployer's. The hooks are the operator's shell
+// functions, which switchyard cannot wrap, so this check is the command right
+// before the hook, not the hook's own: a gap the ssh and incus transports do not
+// have (they fence each of the hook's commands).
+func (t *Transport) checkFence(ctx context.Context, hook string) error {
+	if _, ok := effects.FenceToken(ctx); !ok {
+		return nil
+	}
+	errTail := &stream.Tail{}
+	code, err := t.Run(ctx, effects.Command{Argv: []string{"true"}, Stderr: errTail})
+	if err != nil {
+		return fmt.Errorf("shell transport: %s: checking the deploy lock: %w", hook, err)
+	}
+	if code != 0 {
+		return fmt.Errorf("shell transport: %s not called: %s", hook, errTail.LastLine())
+	}
+	return nil
 }
 
 // Close releases nothing: every hook call is its own process.

@@ -27,6 +27,9 @@ var cancelGrace = 2 * time.Second
 // refuses signal requests in a root login's session, and a command without a
 // terminal outlives its closed session).
 func (t *Transport) Run(ctx context.Context, cmd effects.Command) (int, error) {
+	// Under a deploy lock's fence the node runs the command only if the lock is
+	// still this deployer's, checked in the same command.
+	cmd.Argv = effects.FenceArgv(ctx, cmd.Argv)
 	if err := checkArgv0(cmd.Argv, t.cfg.User != "root"); err != nil {
 		return -1, err
 	}

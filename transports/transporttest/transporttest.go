@@ -50,10 +50,12 @@ func RunSkipping(t *testing.T, newTransport NewFunc, skips Skips) {
 	s.run(t, "run/cancel", s.cancel)
 	s.run(t, "run/cancelled-before-start", s.cancelledBefore)
 	s.run(t, "run/after-cancel", s.afterCancel)
+	s.run(t, "run/fenced", s.fencedRun)
 	s.run(t, "copy-closure", s.copyClosure)
 	s.run(t, "copy-closure/again-sends-nothing", s.copyAgain)
 	s.run(t, "finalize-bootloader", s.finalize)
 	s.run(t, "revert-bootloader", s.revert)
+	s.run(t, "bootloader/fenced", s.fencedBootloader)
 	s.run(t, "close-twice", s.closeTwice)
 }
 
@@ -101,6 +103,26 @@ func (s *suite) mustRun(t *testing.T, cmd effects.Command) result {
 		cmd.Stderr = &stderr
 	}
 	code, err := s.tr.Run(timeout(t, 2*time.Minute), cmd)
+	if err != nil {
+		t.Fatalf("Run %q: %v (stderr %q)", cmd.Argv, err, stderr.String())
+	}
+	return result{code, stdout.String(), stderr.String()}
+}
+
+// exists tells whether path exists on the node (asked through Incus, not the
+// transport under test).
+func (s *suite) exists(t *testing.T, path string) bool {
+	t.Helper()
+	_, err := s.node.Exec(timeout(t, time.Minute), "test", "-e", path)
+	return err == nil
+}
+
+// mustRunCtx is mustRun under ctx.
+func (s *suite) mustRunCtx(t *testing.T, ctx context.Context, cmd effects.Command) result {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	code, err := s.tr.Run(ctx, cmd)
 	if err != nil {
 		t.Fatalf("Run %q: %v (stderr %q)", cmd.Argv, err, stderr.String())
 	}
@@ -506,6 +528,93 @@ func (s *suite) revert(t *testing.T) {
 		t.Logf("no boot entry installed (a container): RevertBootloader only has to succeed; boot entry now %q", got)
 	case got != s.top:
 		t.Errorf("boot entry %s = %q after RevertBootloader, want the running generation %q (was %q)", bootEntry, got, s.top, entry)
+	}
+}
+
+// lock runs one verb of the node's deploy lock (effects.LockScript) and returns
+// its exit status and stdout.
+func (s *suite) lock(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	r := s.mustRun(t, effects.Command{Argv: append([]string{"sh", "-c", effects.LockScript, "sh"}, args...)})
+	return r.code, r.stdout
+}
+
+// takeLock takes the node's deploy lock and returns its token; the test releases it.
+func (s *suite) takeLock(t *testing.T) uint64 {
+	t.Helper()
+	code, out := s.lock(t, "read")
+	if code != 0 {
+		t.Fatalf("lock read exited %d: %q", code, out)
+	}
+	line := ""
+	for _, l := range strings.Split(out, "\n") {
+		if v, ok := strings.CutPrefix(l, "lock "); ok {
+			line = v
+		}
+	}
+	code, out = s.lock(t, "take", line, "transporttest", "1", "60", "-")
+	if code != 0 {
+		t.Fatalf("lock take exited %d: %q", code, out)
+	}
+	token, err := strconv.ParseUint(strings.Fields(out)[0], 10, 64)
+	if err != nil {
+		t.Fatalf("lock take printed %q: %v", out, err)
+	}
+	t.Cleanup(func() { s.lock(t, "release", strconv.FormatUint(token, 10)) })
+	return token
+}
+
+// Under a fence (effects.WithFence) Run runs the command only while the token is
+// the node's current deploy lock, checked on the node in the same command: a
+// stale token is refused with effects.LockFenced and the lock-lost marker, and the
+// command does not run.
+func (s *suite) fencedRun(t *testing.T) {
+	token := s.takeLock(t)
+	ok, stale := "/tmp/transporttest-fenced-ok", "/tmp/transporttest-fenced-stale"
+	s.node.MustExec(t, "rm", "-f", ok, stale)
+	r := s.mustRunCtx(t, effects.WithFence(timeout(t, time.Minute), token), effects.Command{Argv: []string{"touch", ok}})
+	if r.code != 0 || !s.exists(t, ok) {
+		t.Errorf("fenced touch with the current token: exit %d stderr %q, file made %v", r.code, r.stderr, s.exists(t, ok))
+	}
+	r = s.mustRunCtx(t, effects.WithFence(timeout(t, time.Minute), token+1000), effects.Command{Argv: []string{"touch", stale}})
+	if r.code != effects.LockFenced || !strings.Contains(r.stderr, effects.LockLostMarker) {
+		t.Errorf("fenced touch with a stale token: exit %d stderr %q, want %d and %q", r.code, r.stderr, effects.LockFenced, effects.LockLostMarker)
+	}
+	if s.exists(t, stale) {
+		t.Errorf("a command fenced by a stale token ran")
+	}
+}
+
+// Under a stale fence FinalizeBootloader and RevertBootloader fail and change
+// neither the system profile nor the boot entry.
+func (s *suite) fencedBootloader(t *testing.T) {
+	if !s.copied {
+		t.Skip("copy-closure failed")
+	}
+	token := s.takeLock(t)
+	profile, entry := s.node.Readlink(t, systemProfile), s.node.Readlink(t, bootEntry)
+	ctx := effects.WithFence(timeout(t, 3*time.Minute), token+1000)
+	next := s.bed.Build(t, "healthy", "transporttest-fenced")
+	if err := s.tr.CopyClosure(timeout(t, 5*time.Minute), []string{next}); err != nil {
+		t.Fatalf("CopyClosure: %v", err)
+	}
+	if err := s.tr.FinalizeBootloader(ctx, next); err == nil {
+		t.Errorf("FinalizeBootloader under a stale fence succeeded")
+	}
+	if err := s.tr.RevertBootloader(ctx); err == nil {
+		t.Errorf("RevertBootloader under a stale fence succeeded")
+	}
+	if got := s.node.Readlink(t, systemProfile); got != profile {
+		t.Errorf("%s moved under a stale fence: %q, was %q", systemProfile, got, profile)
+	}
+	if got := s.node.Readlink(t, bootEntry); got != entry {
+		t.Errorf("boot entry moved under a stale fence: %q, was %q", got, entry)
+	}
+	// The current token lets them act.
+	if err := s.tr.FinalizeBootloader(effects.WithFence(timeout(t, 3*time.Minute), token), next); err != nil {
+		t.Errorf("FinalizeBootloader under the current fence: %v", err)
+	} else if got := s.node.Readlink(t, systemProfile); got != next {
+		t.Errorf("%s = %q after a fenced FinalizeBootloader, want %q", systemProfile, got, next)
 	}
 }
 
