@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	gossh "golang.org/x/crypto/ssh"
@@ -47,7 +48,7 @@ func (t *Transport) conn(ctx context.Context) (c *gossh.Client, dialled bool, er
 			return t.client, false, nil
 		}
 	}
-	c, jumps, err := t.dial(ctx)
+	c, jumps, seen, err := t.dial(ctx)
 	if err != nil {
 		if errors.Is(err, effects.ErrRefused) {
 			t.refused = err
@@ -62,7 +63,7 @@ func (t *Transport) conn(ctx context.Context) (c *gossh.Client, dialled bool, er
 		}
 		close(dead)
 	}(c, jumps)
-	go keepalive(c, t.cfg.Keepalive, dead)
+	go keepalive(c, t.cfg.Keepalive, dead, seen.Load)
 	if t.cfg.User != "root" && !t.sudoOK {
 		if err := t.checkSudo(ctx, c); err != nil {
 			c.Close()
@@ -131,8 +132,13 @@ func (t *Transport) drop(c *gossh.Client) {
 }
 
 // keepalive sends keepalive@openssh.com every interval and closes c when a request
-// fails or is not answered within the next interval.
-func keepalive(c *gossh.Client, every time.Duration, dead <-chan struct{}) {
+// fails, or stays unanswered for an interval in which the node sent nothing at all
+// (read tells the bytes read from the node so far). A node that still sends (the
+// window adjustments of data it consumes, a command's output) is alive, however late
+// its answer: a busy node reads the request only after the data queued before it (a
+// fleet of containers on a few shared cores took over 15 s for a copy's 2 MiB
+// window, and a one-interval deadline cut three of sixteen copies).
+func keepalive(c *gossh.Client, every time.Duration, dead <-chan struct{}, read func() int64) {
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
@@ -146,19 +152,46 @@ func keepalive(c *gossh.Client, every time.Duration, dead <-chan struct{}) {
 			_, _, err := c.SendRequest("keepalive@openssh.com", true, nil)
 			answered <- err
 		}()
-		select {
-		case <-dead:
-			return
-		case err := <-answered:
-			if err != nil {
-				c.Close()
-				return
-			}
-		case <-time.After(every):
+		if !awaitAnswer(answered, every, dead, read) {
 			c.Close()
 			return
 		}
 	}
+}
+
+// awaitAnswer waits for a keepalive's answer: false when it failed, or when an
+// interval passed with no answer and nothing read from the node.
+func awaitAnswer(answered <-chan error, every time.Duration, dead <-chan struct{}, read func() int64) bool {
+	before := read()
+	wait := time.NewTimer(every)
+	defer wait.Stop()
+	for {
+		select {
+		case <-dead:
+			return true // ended anyway: nothing to close
+		case err := <-answered:
+			return err == nil
+		case <-wait.C:
+			now := read()
+			if now == before {
+				return false
+			}
+			before = now
+			wait.Reset(every)
+		}
+	}
+}
+
+// readCounter counts the bytes read from the node's stream, for keepalive.
+type readCounter struct {
+	net.Conn
+	n *atomic.Int64
+}
+
+func (c readCounter) Read(p []byte) (int, error) {
+	k, err := c.Conn.Read(p)
+	c.n.Add(int64(k))
+	return k, err
 }
 
 // jumpHost is one ProxyJump hop in front of the node.
@@ -175,7 +208,7 @@ type jumpHost struct {
 // hop's host key verified. Each handshake is bounded by Config.DialTimeout and
 // all of it by ctx. jumps are the jump hosts' clients, first hop first, for the
 // caller to close once the node's client has ended.
-func (t *Transport) dial(ctx context.Context) (c *gossh.Client, jumps []*gossh.Client, err error) {
+func (t *Transport) dial(ctx context.Context) (c *gossh.Client, jumps []*gossh.Client, read *atomic.Int64, err error) {
 	t.dials.Add(1)
 	var agentConn net.Conn
 	defer func() {
@@ -192,38 +225,40 @@ func (t *Transport) dial(ctx context.Context) (c *gossh.Client, jumps []*gossh.C
 	for _, j := range t.jumps {
 		nc, err := t.connect(ctx, jumps, j.addr, j.what)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		check, algos, err := hostKeyCheck(j.what, j.addr, nil, j.knownHosts, nc.RemoteAddr())
 		if err != nil {
 			nc.Close()
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		jc, err := t.handshake(ctx, nc, j.what, j.addr, j.user, j.signers, &agentConn, check, algos)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		jumps = append(jumps, jc)
 	}
 	nc, err := t.connect(ctx, jumps, t.addr, t.addr)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if len(jumps) > 0 {
 		// Closing the node's client closes the chain under it: a channel through
 		// a jump host that stopped answering never sees its close confirmed.
 		nc = &chainConn{Conn: nc, jumps: slices.Clone(jumps)}
 	}
+	read = new(atomic.Int64)
+	nc = readCounter{Conn: nc, n: read}
 	check, algos, err := t.hostKeyCheck(nc.RemoteAddr())
 	if err != nil {
 		nc.Close()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	c, err = t.handshake(ctx, nc, t.addr, t.addr, t.cfg.User, t.signers, &agentConn, check, algos)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return c, jumps, nil
+	return c, jumps, read, nil
 }
 
 // chainConn is the node's stream through jump hosts; closing it closes them.

@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"errors"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -182,5 +184,51 @@ func TestKeepaliveDetectsDeadConnection(t *testing.T) {
 	runTrue()
 	if n := tr.dials.Load(); n != 2 {
 		t.Fatalf("%d dials, want 2 (one redial)", n)
+	}
+}
+
+// A keepalive whose answer is late is not a dead connection while the node still
+// sends: a busy node reads the request only after the data queued before it.
+func TestAwaitAnswer(t *testing.T) {
+	const every = 20 * time.Millisecond
+	never := make(chan struct{})
+	cases := []struct {
+		name    string
+		answer  time.Duration // when the answer comes; 0: never
+		err     error
+		sending bool // the node sends bytes the whole time
+		want    bool
+	}{
+		{"answered in time", every / 4, nil, false, true},
+		{"request failed", every / 4, errors.New("eof"), false, false},
+		{"silent node", 0, nil, false, false},
+		{"late answer from a node still sending", 6 * every, nil, true, true},
+		{"late answer from a silent node", 6 * every, nil, false, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			answered := make(chan error, 1)
+			if c.answer > 0 {
+				time.AfterFunc(c.answer, func() { answered <- c.err })
+			}
+			var n atomic.Int64
+			stop := make(chan struct{})
+			defer close(stop)
+			if c.sending {
+				go func() {
+					for {
+						select {
+						case <-stop:
+							return
+						case <-time.After(every / 5):
+							n.Add(1)
+						}
+					}
+				}()
+			}
+			if got := awaitAnswer(answered, every, never, n.Load); got != c.want {
+				t.Errorf("awaitAnswer = %v, want %v", got, c.want)
+			}
+		})
 	}
 }
