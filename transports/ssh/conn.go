@@ -132,12 +132,13 @@ func (t *Transport) drop(c *gossh.Client) {
 }
 
 // keepalive sends keepalive@openssh.com every interval and closes c when a request
-// fails, or stays unanswered for an interval in which the node sent nothing at all
-// (read tells the bytes read from the node so far). A node that still sends (the
-// window adjustments of data it consumes, a command's output) is alive, however late
-// its answer: a busy node reads the request only after the data queued before it (a
-// fleet of containers on a few shared cores took over 15 s for a copy's 2 MiB
-// window, and a one-interval deadline cut three of sixteen copies).
+// fails, or stays unanswered for keepaliveMisses intervals in a row in which the
+// node sent nothing at all (read tells the bytes read from the node so far): OpenSSH's
+// ServerAliveCountMax, 3 by default, with the difference that a node that still sends
+// (the window adjustments of data it consumes, a command's output) is alive, however
+// late its answer. A busy node reads the request only after the data queued before it:
+// sixteen containers on two shared cores left a copy's stream silent for over 15 s,
+// and a one-interval deadline cut one copy in sixteen.
 func keepalive(c *gossh.Client, every time.Duration, dead <-chan struct{}, read func() int64) {
 	tick := time.NewTicker(every)
 	defer tick.Stop()
@@ -159,12 +160,18 @@ func keepalive(c *gossh.Client, every time.Duration, dead <-chan struct{}, read 
 	}
 }
 
-// awaitAnswer waits for a keepalive's answer: false when it failed, or when an
-// interval passed with no answer and nothing read from the node.
+// keepaliveMisses is how many intervals in a row a keepalive may go unanswered with
+// nothing read from the node before the connection counts as dead.
+const keepaliveMisses = 3
+
+// awaitAnswer waits for a keepalive's answer: false when it failed, or when
+// keepaliveMisses intervals in a row passed with no answer and nothing read from
+// the node.
 func awaitAnswer(answered <-chan error, every time.Duration, dead <-chan struct{}, read func() int64) bool {
 	before := read()
 	wait := time.NewTimer(every)
 	defer wait.Stop()
+	silent := 0
 	for {
 		select {
 		case <-dead:
@@ -172,11 +179,11 @@ func awaitAnswer(answered <-chan error, every time.Duration, dead <-chan struct{
 		case err := <-answered:
 			return err == nil
 		case <-wait.C:
-			now := read()
-			if now == before {
+			if now := read(); now != before {
+				before, silent = now, 0
+			} else if silent++; silent == keepaliveMisses {
 				return false
 			}
-			before = now
 			wait.Reset(every)
 		}
 	}

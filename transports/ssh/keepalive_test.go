@@ -204,6 +204,7 @@ func TestAwaitAnswer(t *testing.T) {
 		{"silent node", 0, nil, false, false},
 		{"late answer from a node still sending", 6 * every, nil, true, true},
 		{"late answer from a silent node", 6 * every, nil, false, false},
+		{"answer within the silent intervals allowed", 2 * every, nil, false, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
