@@ -111,6 +111,15 @@ fence)
 esac
 `
 
+// leaseSeconds is the lease a take or a renew writes, in the node's whole seconds: the
+// TTL, at least 1, plus one. The node's clock counts whole seconds, so a lease written
+// late in second s as s+TTL would lapse up to a second early, and with a short TTL
+// between two renewals (every third of it): the holder's own fenced step was refused
+// one time in a few with DEPLOY_LOCK_TTL=1.
+func leaseSeconds(ttl time.Duration) string {
+	return strconv.FormatInt(int64(max(ttl.Seconds(), 1))+1, 10)
+}
+
 // LockFenced is LockScript's exit status when the lock is not the caller's.
 const LockFenced = 75
 
@@ -364,7 +373,7 @@ func (r *run) acquireLock(ctx context.Context) error {
 	// (TimeoutStartSec=DEPLOY_SWITCH_TIMEOUT): wait for it that long whatever
 	// DEPLOY_LOCK_WAIT says, so a rerun after a killed deployer goes on.
 	switchDeadline := start.Add(max(r.cfg.LockWait, r.cfg.SwitchTimeout+switchStopGrace))
-	ttl := strconv.FormatInt(int64(max(r.cfg.LockTTL.Seconds(), 1)), 10)
+	ttl := leaseSeconds(r.cfg.LockTTL)
 	logged := false
 	for {
 		st, err := r.readLock(ctx)
@@ -445,7 +454,7 @@ func (r *run) startRenew(ctx context.Context, token uint64) {
 	l := &heldLock{token: token, stop: cancel, done: make(chan struct{})}
 	r.lock = l
 	every := max(r.cfg.LockTTL/3, 200*time.Millisecond)
-	ttl := strconv.FormatInt(int64(max(r.cfg.LockTTL.Seconds(), 1)), 10)
+	ttl := leaseSeconds(r.cfg.LockTTL)
 	go func() {
 		defer close(l.done)
 		for {
