@@ -8,11 +8,27 @@ import (
 	"fmt"
 	"os/exec"
 	"strings"
+	"sync"
 )
+
+// narHashes keeps the NAR hashes asked in this process: a valid store path's never
+// changes, and the nodes of a fleet that share a toplevel need it once, not per node.
+var narHashes sync.Map // store path -> hex
 
 // NARHash is a store path's NAR hash as this machine's store records it
 // (nix-store --query --hash, the narHash of nix path-info), SHA-256 hex.
 func NARHash(ctx context.Context, path string) (string, error) {
+	if h, ok := narHashes.Load(path); ok {
+		return h.(string), nil
+	}
+	h, err := queryNARHash(ctx, path)
+	if err == nil {
+		narHashes.Store(path, h)
+	}
+	return h, err
+}
+
+func queryNARHash(ctx context.Context, path string) (string, error) {
 	var out, errb bytes.Buffer
 	cmd := exec.CommandContext(ctx, "nix-store", "--query", "--hash", "--", path)
 	cmd.Stdout, cmd.Stderr = &out, &errb
