@@ -47,7 +47,7 @@ func methodFlagSet(m method.Method, verb string, f *methodFlags) *flag.FlagSet {
 	if verb == "apply" {
 		fs.StringVar(&f.planIn, "plan", "", "deploy exactly the plan saved in `FILE`")
 	}
-	if verb == "apply" || verb == "receipts" {
+	if verb == "apply" || verb == "run" || verb == "receipts" {
 		fs.StringVar(&f.receiptKey, "receipt-key", "", "the deployer's OpenSSH ed25519 private key `FILE` signing the receipts (default: the SWITCHYARD_RECEIPT_KEY variable; none: unsigned)")
 	}
 	if verb == "receipts" {
