@@ -20,6 +20,9 @@ type Deploy struct {
 	// SkipUnchanged: a node already running the toplevel is not switched (switch
 	// result "unchanged"); the verdict phases still judge it. apply sets it.
 	SkipUnchanged bool
+	// Journal keeps what this body starts on the node, for a rerun after the deployer
+	// was killed (nil: none is kept).
+	Journal Journal
 
 	// Seams for the body's unit tests; zero values mean the real thing.
 	resolve func(context.Context, Source) (string, error) // build phase
@@ -64,7 +67,7 @@ var phases = []phase{
 	{"push", deployOnly, false, nil, (*run).push},
 	{"chain", verdictOnly, false, nil, (*run).chainGate},
 	{"snapshot", bothPasses, false, nil, (*run).snapshot},
-	{"switch", deployOnly, false, unchanged, (*run).doSwitch},
+	{"switch", deployOnly, false, func(r *run) bool { return r.unchanged || r.adopted }, (*run).doSwitch},
 	{"switch-result", deployOnly, false, unchanged, (*run).switchResult},
 	{"confirm", deployOnly, false, unchanged, (*run).confirm},
 	{"owned", bothPasses, false, nil, (*run).listOwned},
