@@ -129,3 +129,43 @@ func (s *spy) Record(node string, e effects.JournalEntry) error {
 	s.recorded = append(s.recorded, e)
 	return s.FileJournal.Record(node, e)
 }
+
+// A run killed in push changed nothing that needs finishing: the rerun says so,
+// deploys as usual and closes the entry (a stale entry would be reported again).
+func TestRerunAfterAKillInPushClosesTheEntry(t *testing.T) {
+	f := effectstest.Load(t, "healthy") // already running, profile and entry set
+	j := effects.FileJournal{Dir: t.TempDir()}
+	if err := j.Record("web1", effects.JournalEntry{Phase: effects.JournalPush, Toplevel: f.Toplevel}); err != nil {
+		t.Fatal(err)
+	}
+	res, ev := journaled(t, f, f.Toplevel, j)
+	if res.ExitCode != 0 || f.Did("run systemd-run") != 0 || f.Did("finalize ") != 0 {
+		t.Fatalf("exit %d: %v", res.ExitCode, f.Log())
+	}
+	if !logged(ev, "killed in push of "+f.Toplevel+"; deploying as usual") {
+		t.Errorf("no journal line: %q", ev.Logs())
+	}
+	if e, _ := j.Load("web1"); e == nil || e.Phase != effects.JournalDone {
+		t.Errorf("journal after the rerun: %+v, want done", e)
+	}
+}
+
+// A deployer refused by the node's lock changes nothing, its journal entry included:
+// the killed run's entry stays for the rerun that gets the lock.
+func TestJournalKeptWhenTheLockIsRefused(t *testing.T) {
+	f := effectstest.Load(t, "healthy")
+	f.Lock = "9 9999999999 otherhost 1 1 -"
+	f.LockGeneration = 9
+	j := effects.FileJournal{Dir: t.TempDir()}
+	entry := effects.JournalEntry{Phase: effects.JournalSwitch, Toplevel: f.Toplevel, SwitchUnit: "switchyard-switch-17"}
+	if err := j.Record("web1", entry); err != nil {
+		t.Fatal(err)
+	}
+	res, _ := journaled(t, f, f.Toplevel, j)
+	if res.ExitCode != 2 {
+		t.Fatalf("exit %d, want 2 (lock held)", res.ExitCode)
+	}
+	if e, _ := j.Load("web1"); e == nil || e.Phase != effects.JournalSwitch || e.SwitchUnit != entry.SwitchUnit {
+		t.Errorf("journal after the refused run: %+v, want the killed run's", e)
+	}
+}

@@ -220,7 +220,8 @@ func (r *run) conclude(ctx context.Context) error {
 	// The journal says "done" once nothing this body started is left unread on the
 	// node; a body cancelled in the middle (or whose switch result was never read)
 	// leaves its entry for the rerun to look up, as a killed one does.
-	if r.journaled && ctx.Err() == nil && (!r.switchStarted || r.switched) {
+	// A body that only looked the entry up (and found nothing to do) closes it too.
+	if (r.journaled || r.resumed) && ctx.Err() == nil && (!r.switchStarted || r.switched) {
 		r.journalRecord(JournalDone)
 	}
 	r.releaseLock(ctx)

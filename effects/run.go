@@ -51,6 +51,7 @@ type run struct {
 	lastRun     *JournalEntry
 	journalRead bool
 	journaled   bool
+	resumed     bool // the snapshot looked the killed run's entry up on the node
 	adopted     bool
 }
 
@@ -249,7 +250,7 @@ func (r *run) push(ctx context.Context) error {
 	if err := r.acquireLock(ctx); err != nil {
 		return err
 	}
-	if r.lastRun == nil || r.lastRun.Phase == JournalDone || r.lastRun.Toplevel != r.toplevel {
+	if e := r.lastRun; e == nil || e.Toplevel != r.toplevel || (e.Phase != JournalSwitch && e.Phase != JournalFinalize) {
 		// An entry of this toplevel's interrupted switch or finalize is kept until
 		// the snapshot has looked it up on the node.
 		r.journalRecord(JournalPush)
