@@ -33,6 +33,9 @@ type Deploy struct {
 type Result struct {
 	Verdict  verdict.Verdict
 	ExitCode int // the node's exit code (SPEC 2.1), which finalize may raise after the report
+	// Journal is what this body found from the journal entry of a killed run and did
+	// about it (the log line's text), "" when there was none.
+	Journal string
 }
 
 // pollInterval is the pause between two samples of the node.
@@ -140,7 +143,7 @@ func (d *Deploy) Run(ctx context.Context) Result {
 		r.raise(pe.code, p.name+": "+err.Error())
 		stopped = stopped || pe.stop
 	}
-	return Result{Verdict: r.v, ExitCode: r.exit}
+	return Result{Verdict: r.v, ExitCode: r.exit, Journal: r.journalNote}
 }
 
 func (p phase) runsIn(verdictOnlyPass bool) bool {

@@ -260,7 +260,7 @@ func (r *run) resume(ctx context.Context, current string) bool {
 	}
 	action, msg := decideRerun(e, r.toplevel, facts)
 	r.log("info", "%s: %s", r.d.Node, msg)
-	r.resumed = true
+	r.resumed, r.journalNote = true, msg
 	switch action {
 	case rerunAdoptSwitch:
 		r.adopted = true

@@ -46,8 +46,9 @@ func TestRerunAdoptsTheKilledSwitch(t *testing.T) {
 		f.Did("run systemctl stop -- switchyard-switch-17") != 1 || f.Did("finalize "+f.Toplevel) != 1 {
 		t.Errorf("want the killed run's unit read and unloaded, no new switch, one finalize: %v", f.Log())
 	}
-	if !logged(ev, "journal: the last run") || !logged(ev, "its unit switchyard-switch-17 is still on the node: not switching again") {
-		t.Errorf("no journal line: %q", ev.Logs())
+	if !logged(ev, "journal: the last run") || !logged(ev, "its unit switchyard-switch-17 is still on the node: not switching again") ||
+		!strings.Contains(res.Journal, "not switching again") {
+		t.Errorf("no journal line: %q (result: %q)", ev.Logs(), res.Journal)
 	}
 	if e, err := j.Load("web1"); err != nil || e == nil || e.Phase != effects.JournalDone || e.ExitCode == nil || *e.ExitCode != 0 {
 		t.Errorf("journal after the rerun: %+v %v", e, err)

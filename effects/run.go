@@ -51,7 +51,8 @@ type run struct {
 	lastRun     *JournalEntry
 	journalRead bool
 	journaled   bool
-	resumed     bool // the snapshot looked the killed run's entry up on the node
+	resumed     bool   // the snapshot looked the killed run's entry up on the node
+	journalNote string // and what it found (Result.Journal)
 	adopted     bool
 }
 

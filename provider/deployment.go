@@ -330,6 +330,11 @@ func (d *deployment) deploy(ctx context.Context, m *deploymentModel, prior *depl
 	res := (&effects.Deploy{Node: node, Transport: t, Config: cfg, Reporter: rec,
 		Source: effects.Source{Drv: m.Drv.ValueString()}, SkipUnchanged: true, Journal: journalFromEnv()}).Run(ctx)
 	record(res.Verdict, res.ExitCode)
+	if res.Journal != "" {
+		// The provider's log is not the operator's: what a rerun found of a killed
+		// apply is shown as a warning, like a held node.
+		diags.AddWarning(node+": rerun after a killed deploy", node+": "+res.Journal)
+	}
 	keepReceipt(ctx, m, t, res, rec.Phases(node))
 	if m.DeferVerdict.ValueBool() && deferrable(res) {
 		// The units are judged again by the pass after registration (switchyard_verdict),

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -182,6 +183,68 @@ func TestJournalRerunAfterKillDuringFinalize(t *testing.T) {
 	}
 	if st := nodeState(t, node); st != [3]string{top, top, top} {
 		t.Errorf("node %v, want %s everywhere", st, top)
+	}
+	if e := journalEntry(t, tree, "web1"); e["phase"] != "done" {
+		t.Errorf("the journal after the rerun: %v, want done", e)
+	}
+	noStaleLock(t, node)
+	noSwitchUnitLeft(t, node)
+}
+
+// `tf apply`: the provider runs the body and keeps the journal in the state dir
+// (SWITCHYARD_JOURNAL_DIR). switchyard is SIGKILLed once the provider journaled the
+// switch (OpenTofu dies with it, Pdeathsig; the provider plugin with OpenTofu); the
+// rerun's provider finds the killed run's switch on the node from the journal and
+// starts no second one.
+func TestJournalTFRerunAfterKillDuringSwitch(t *testing.T) {
+	bed := testbed.Require(t)
+	needTofu(t)
+	t.Parallel()
+	node := bed.Node(t)
+	tree, deployment := treeFor(t, "tf", "slow-switch", map[string]*testbed.Node{"web1": node})
+	env := []string{"DEPLOYMENT=" + deployment, "DEPLOY_EVAL_CACHE_DIR=" + t.TempDir(), "BOOTSTRAP=1", "BOOTSTRAP_SEED=x"}
+	path := filepath.Join(tree, ".switchyard", "journal", "web1.json")
+
+	killed := startSwitchyard(t, env, "tf", "apply", "--tree", tree, "--output", "json")
+	var e map[string]any
+	for deadline := time.Now().Add(5 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		if b, err := os.ReadFile(path); err == nil && json.Unmarshal(b, &e) == nil && e["phase"] == "switch" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the provider never journaled a switch; stdout:\n%s", killed.stdout.String())
+		}
+	}
+	unit, _ := e["switchUnit"].(string)
+	top, _ := e["toplevel"].(string)
+	// Kill once systemd runs the unit (systemd-run may still be on its way).
+	for deadline := time.Now().Add(30 * time.Second); node.UnitProperties(t, unit, "ActiveState")["ActiveState"] != "activating"; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the switch unit %s never ran", unit)
+		}
+	}
+	if err := killed.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-killed.done
+	pid := int(e["pid"].(float64))
+	for deadline := time.Now().Add(30 * time.Second); syscall.Kill(pid, 0) == nil; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the provider (pid %d) outlived switchyard and OpenTofu by 30 s", pid)
+		}
+	}
+
+	r := switchyard(t, env, "tf", "apply", "--tree", tree, "--output", "json")
+	wantCode(t, r, 0)
+	all := strings.Join(logMsgs(r), "\n") + r.stderr
+	if !strings.Contains(all, "was killed in switch of "+top+"; its unit "+unit+" is still on the node: not switching again") {
+		t.Errorf("the rerun does not say what it found from the journal: %s", all)
+	}
+	if units := switchUnitsSeen(t, node); len(units) != 1 || units[0] != unit+".service" {
+		t.Errorf("switch units started on the node: %q, want only the killed run's %s", units, unit)
+	}
+	if st := nodeState(t, node); st != [3]string{top, top, top} {
+		t.Errorf("node (running, profile, boot entry) %v, want %s everywhere", st, top)
 	}
 	if e := journalEntry(t, tree, "web1"); e["phase"] != "done" {
 		t.Errorf("the journal after the rerun: %v, want done", e)
