@@ -240,6 +240,9 @@ func TestJournalTFRerunAfterKillDuringSwitch(t *testing.T) {
 	if !strings.Contains(all, "was killed in switch of "+top+"; its unit "+unit+" is still on the node: not switching again") {
 		t.Errorf("the rerun does not say what it found from the journal: %s", all)
 	}
+	if v := verdicts(t, r)["web1"]; v == nil || v["ok"] != true || v["toplevel"] != top || v["switch"].(map[string]any)["result"] != "ok" {
+		t.Errorf("verdict %v, want ok with the killed run's switch result (ok)", v)
+	}
 	if units := switchUnitsSeen(t, node); len(units) != 1 || units[0] != unit+".service" {
 		t.Errorf("switch units started on the node: %q, want only the killed run's %s", units, unit)
 	}
