@@ -20,6 +20,9 @@ type Deploy struct {
 	// SkipUnchanged: a node already running the toplevel is not switched (switch
 	// result "unchanged"); the verdict phases still judge it. apply sets it.
 	SkipUnchanged bool
+	// Journal keeps what this body starts on the node, for a rerun after the deployer
+	// was killed (nil: none is kept).
+	Journal Journal
 
 	// Seams for the body's unit tests; zero values mean the real thing.
 	resolve func(context.Context, Source) (string, error) // build phase
@@ -30,6 +33,9 @@ type Deploy struct {
 type Result struct {
 	Verdict  verdict.Verdict
 	ExitCode int // the node's exit code (SPEC 2.1), which finalize may raise after the report
+	// Journal is what this body found from the journal entry of a killed run and did
+	// about it (the log line's text), "" when there was none.
+	Journal string
 }
 
 // pollInterval is the pause between two samples of the node.
@@ -64,7 +70,7 @@ var phases = []phase{
 	{"push", deployOnly, false, nil, (*run).push},
 	{"chain", verdictOnly, false, nil, (*run).chainGate},
 	{"snapshot", bothPasses, false, nil, (*run).snapshot},
-	{"switch", deployOnly, false, unchanged, (*run).doSwitch},
+	{"switch", deployOnly, false, func(r *run) bool { return r.unchanged || r.adopted }, (*run).doSwitch},
 	{"switch-result", deployOnly, false, unchanged, (*run).switchResult},
 	{"confirm", deployOnly, false, unchanged, (*run).confirm},
 	{"owned", bothPasses, false, nil, (*run).listOwned},
@@ -137,7 +143,7 @@ func (d *Deploy) Run(ctx context.Context) Result {
 		r.raise(pe.code, p.name+": "+err.Error())
 		stopped = stopped || pe.stop
 	}
-	return Result{Verdict: r.v, ExitCode: r.exit}
+	return Result{Verdict: r.v, ExitCode: r.exit, Journal: r.journalNote}
 }
 
 func (p phase) runsIn(verdictOnlyPass bool) bool {

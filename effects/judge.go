@@ -202,6 +202,8 @@ func (r *run) report(ctx context.Context) error {
 
 // 17. finalize
 func (r *run) finalize(ctx context.Context) error {
+	r.journalRecord(JournalFinalize)
+	testPause(ctx, "SWITCHYARD_TEST_PAUSE_IN_FINALIZE")
 	if err := r.d.Transport.FinalizeBootloader(r.fenced(ctx), r.v.Toplevel); err != nil {
 		if lost := r.lockLost(ctx, err); lost != nil {
 			return failWith(exitcode.Infra, "%w: the system profile and boot entry were not set (%v)", lost, err)
@@ -215,6 +217,13 @@ func (r *run) finalize(ctx context.Context) error {
 // what failed after the report (finalize: exit 3). The report is already out, so a
 // raise is named here in a log event, with its reasons.
 func (r *run) conclude(ctx context.Context) error {
+	// The journal says "done" once nothing this body started is left unread on the
+	// node; a body cancelled in the middle (or whose switch result was never read)
+	// leaves its entry for the rerun to look up, as a killed one does.
+	// A body that only looked the entry up (and found nothing to do) closes it too.
+	if (r.journaled || r.resumed) && ctx.Err() == nil && (!r.switchStarted || r.switched) {
+		r.journalRecord(JournalDone)
+	}
 	r.releaseLock(ctx)
 	if r.exit <= r.v.ExitCode {
 		return nil

@@ -212,6 +212,9 @@ type lockState struct {
 	Line       string // the lock line as it is (take's EXPECTED)
 	Holder     *lockHolder
 	Running    []string // switchyard switch units still running (activating or deactivating)
+	// HolderGone: this deployer's journal names the holder's token, and the deployer
+	// that wrote it is gone (journalHolderGone).
+	HolderGone bool
 }
 
 func parseLockState(out string) (lockState, error) {
@@ -277,7 +280,7 @@ func holderGone(h *lockHolder, me deployer, alive func(pid int) bool) bool {
 // leaves its unit running, and its lock is broken only once that ended.
 func decideLock(st lockState, me deployer, alive func(pid int) bool) lockDecision {
 	h := st.Holder
-	live := h != nil && st.Now < h.Expires && !holderGone(h, me, alive)
+	live := h != nil && st.Now < h.Expires && !st.HolderGone && !holderGone(h, me, alive)
 	switch {
 	case live && h.Host == me.Host && h.PID == me.PID && h.Where == me.Where:
 		return lockMine
@@ -384,6 +387,7 @@ func (r *run) acquireLock(ctx context.Context) error {
 			return stopWith(exitcode.Infra, "deploy lock: %w", err)
 		}
 		why, until := "", deadline
+		st.HolderGone = journalHolderGone(r.lastRun, st.Holder, me, processAlive)
 		switch decision := decideLock(st, me, processAlive); decision {
 		case lockFree, lockExpired, lockAbandoned:
 			out, errOut, code, err := r.lockCommand(ctx, "take", st.Line, me.Host, strconv.Itoa(me.PID), ttl, me.Where)
@@ -438,8 +442,12 @@ func (r *run) acquireLock(ctx context.Context) error {
 // testPauseAfterLock sleeps SWITCHYARD_TEST_PAUSE_AFTER_LOCK seconds after the lock
 // is taken: a test-only seam so the fencing test can stop the deployer (SIGSTOP)
 // holding the lock before anything changed. Unset in production.
-func testPauseAfterLock(ctx context.Context) {
-	if s := os.Getenv("SWITCHYARD_TEST_PAUSE_AFTER_LOCK"); s != "" {
+func testPauseAfterLock(ctx context.Context) { testPause(ctx, "SWITCHYARD_TEST_PAUSE_AFTER_LOCK") }
+
+// testPause sleeps the seconds the test-only variable name holds (unset in
+// production): the seams where the tests stop or kill the deployer.
+func testPause(ctx context.Context, name string) {
+	if s := os.Getenv(name); s != "" {
 		if d, err := parseSeconds(s); err == nil {
 			_ = sleep(ctx, d)
 		}

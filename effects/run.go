@@ -45,6 +45,15 @@ type run struct {
 	wanted        map[string]bool
 	classes       verdict.Classes
 	lock          *heldLock // the node's deploy lock, while this body holds it
+
+	// The journal (journal.go): the entry a killed run left, once read; whether this
+	// body wrote one; whether it took over the killed run's switch unit.
+	lastRun     *JournalEntry
+	journalRead bool
+	journaled   bool
+	resumed     bool   // the snapshot looked the killed run's entry up on the node
+	journalNote string // and what it found (Result.Journal)
+	adopted     bool
 }
 
 func newRun(d *Deploy) *run {
@@ -234,10 +243,18 @@ var systemStateMeaning = map[string]string{
 
 // 3. push the closure
 func (r *run) push(ctx context.Context) error {
+	// What a killed run left is read before the lock: its entry may name that run's
+	// lock. It is overwritten only once this body holds the lock.
+	r.journalLoad()
 	// The deploy lock comes first: a deployer refused by it has changed nothing,
 	// not even the node's store.
 	if err := r.acquireLock(ctx); err != nil {
 		return err
+	}
+	if e := r.lastRun; e == nil || e.Toplevel != r.toplevel || (e.Phase != JournalSwitch && e.Phase != JournalFinalize) {
+		// An entry of this toplevel's interrupted switch or finalize is kept until
+		// the snapshot has looked it up on the node.
+		r.journalRecord(JournalPush)
 	}
 	links, err := linkPermanentMACs(r.toplevel)
 	if err != nil {
@@ -278,7 +295,9 @@ func (r *run) snapshot(ctx context.Context) error {
 	}
 	r.previous, r.bootEntry = s.CurrentSystem, s.BootEntry
 	r.v.Previous = s.CurrentSystem
-	if r.d.SkipUnchanged && !r.verdictOnly() && s.CurrentSystem != "" && s.CurrentSystem == r.toplevel {
+	if !r.verdictOnly() && r.resume(ctx, s.CurrentSystem) {
+		// The journal decided: a killed run's switch is this run's, or finalize runs again.
+	} else if r.d.SkipUnchanged && !r.verdictOnly() && s.CurrentSystem != "" && s.CurrentSystem == r.toplevel {
 		r.unchanged = true
 		r.v.Switch.Result = verdict.SwitchUnchanged
 		r.checkFinalized(ctx, s.BootEntry)

@@ -64,6 +64,9 @@ func (r *run) doSwitch(ctx context.Context) error {
 	// From here on the switch may run: until its result is read it is an error,
 	// never "skipped" (that is the verdict-only pass). -1: no exit status read.
 	r.v.Switch.Result, r.v.Switch.ExitCode = verdict.SwitchError, -1
+	// Journaled before systemd-run: a deployer killed from here on leaves the unit's
+	// name, and the rerun looks that unit up rather than starting a second switch.
+	r.journalRecord(JournalSwitch)
 	_, err := r.execCheck(r.fenced(ctx), switchArgv(r.switchUnit, r.toplevel, r.cfg.SwitchTimeout, r.d.Transport.SwitchRuntimeMaxArgs())...)
 	if err != nil && !errors.Is(err, ErrUnreachable) {
 		if lost := r.lockLost(ctx, err); lost != nil {
@@ -213,6 +216,7 @@ func (r *run) confirm(ctx context.Context) error {
 // revertBoot points the boot entry back at the running generation; a failure
 // raises the node to exit 3.
 func (r *run) revertBoot(ctx context.Context) {
+	r.journalRecord(JournalRevert)
 	if err := r.d.Transport.RevertBootloader(r.fenced(ctx)); err != nil {
 		if lost := r.lockLost(ctx, err); lost != nil {
 			err = fmt.Errorf("%w (%v)", lost, err)

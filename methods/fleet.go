@@ -8,6 +8,7 @@ import (
 	"github.com/switchyard-nix/switchyard/transports"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -71,6 +72,15 @@ func (f *fleet) width() int {
 		return int(n)
 	}
 	return 8
+}
+
+// journal is where the ssh method keeps each node's journal (effects.Journal): the
+// state dir's journal/<node>.json, beside its receipts.
+func (f *fleet) journal() effects.Journal {
+	if f.p == nil || f.p.StateDir == "" {
+		return nil
+	}
+	return effects.FileJournal{Dir: filepath.Join(f.p.StateDir, "journal")}
 }
 
 // projectOf is the Incus project of a node's instance: the project setting, or for
@@ -229,7 +239,7 @@ func (f *fleet) deployStage(ctx context.Context, cfg effects.Config, nodes []*pl
 				drvs[i] = drv
 				return drv, how, err
 			}},
-			SkipUnchanged: true})
+			SkipUnchanged: true, Journal: f.journal()})
 		planned = append(planned, n)
 	}
 	for i, r := range effects.RunFleet(ctx, deploys, f.width(), f.body) {

@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -97,6 +98,10 @@ func (r *tfRun) run(ctx context.Context) (int, error) {
 		return ExitInfra, err
 	}
 	extra := map[string]string{}
+	if r.p != nil && r.p.StateDir != "" {
+		// The provider keeps each node's journal where the ssh method does.
+		extra[provider.EnvJournalDir] = filepath.Join(r.p.StateDir, "journal")
+	}
 	if key := r.s.SSHKeyFile; key != "" {
 		extra[provider.EnvSSHKeyFile] = key
 	}

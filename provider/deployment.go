@@ -328,8 +328,13 @@ func (d *deployment) deploy(ctx context.Context, m *deploymentModel, prior *depl
 	defer t.Close()
 	rec := receipt.NewRecorder(logReporter{ctx})
 	res := (&effects.Deploy{Node: node, Transport: t, Config: cfg, Reporter: rec,
-		Source: effects.Source{Drv: m.Drv.ValueString()}, SkipUnchanged: true}).Run(ctx)
+		Source: effects.Source{Drv: m.Drv.ValueString()}, SkipUnchanged: true, Journal: journalFromEnv()}).Run(ctx)
 	record(res.Verdict, res.ExitCode)
+	if res.Journal != "" {
+		// The provider's log is not the operator's: what a rerun found of a killed
+		// apply is shown as a warning, like a held node.
+		diags.AddWarning(node+": rerun after a killed deploy", node+": "+res.Journal)
+	}
 	keepReceipt(ctx, m, t, res, rec.Phases(node))
 	if m.DeferVerdict.ValueBool() && deferrable(res) {
 		// The units are judged again by the pass after registration (switchyard_verdict),
@@ -471,4 +476,13 @@ func keepReceipt(ctx context.Context, m *deploymentModel, t effects.Transport, r
 	if err := receipt.Deliver(dctx, t, res.Verdict.Toplevel, name, env); err != nil {
 		warn(fmt.Errorf("on the node: %w", err))
 	}
+}
+
+// journalFromEnv is the deploy body's journal in $SWITCHYARD_JOURNAL_DIR, or none
+// when the CLI set no directory.
+func journalFromEnv() effects.Journal {
+	if dir := os.Getenv(EnvJournalDir); dir != "" {
+		return effects.FileJournal{Dir: dir}
+	}
+	return nil
 }

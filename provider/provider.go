@@ -47,6 +47,10 @@ const (
 	// EnvDNSKeyFile is the path of the TSIG key file (BIND format) the DNS
 	// RRsets are updated with.
 	EnvDNSKeyFile = "SWITCHYARD_DNS_TSIG_KEY_FILE"
+	// EnvJournalDir is the directory of the per-node journal (effects.Journal) the
+	// deploy body keeps: the state dir's journal/, shared with the ssh method. A file
+	// rather than the resource's state: a killed apply never writes that state.
+	EnvJournalDir = "SWITCHYARD_JOURNAL_DIR"
 )
 
 // MagicCookieEnv is set in a plugin's environment when OpenTofu (or Terraform)
