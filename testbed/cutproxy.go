@@ -127,4 +127,6 @@ func (p *CutProxy) Close() {
 	p.Cut()
 }
 
-func (p *CutProxy) String() string { return fmt.Sprintf("cut proxy 127.0.0.1:%d -> %s", p.Port, p.target) }
+func (p *CutProxy) String() string {
+	return fmt.Sprintf("cut proxy 127.0.0.1:%d -> %s", p.Port, p.target)
+}

@@ -294,3 +294,106 @@ func TestFaultsRebootDuringCycleWatch(t *testing.T) {
 		t.Errorf("the rerun left the node on generation A %s", genA)
 	}
 }
+
+// tfKillPoint is a point of a `tf apply` to kill the deployer at. A tf run carries
+// no phase events (the body runs inside the provider, under OpenTofu, whose -json
+// stream has only its own hooks, and the provider's phase lines are debug logs
+// OpenTofu keeps to itself): a point is either one of OpenTofu's hooks, seen as a
+// log event, or a phase's first mark on the node, polled there.
+type tfKillPoint struct {
+	name  string                                       // the phase it falls in
+	event func(map[string]any) bool                    // a log event of the run, or
+	node  func(lock, unit bool, cur, prof string) bool // what the node shows
+}
+
+var tfKillPoints = []tfKillPoint{
+	// OpenTofu's "Creating..." hook: the provider has been handed the resource and
+	// begins the deploy body with its build.
+	{name: "build", event: func(e map[string]any) bool {
+		return e["kind"] == "log" && strings.HasPrefix(fmt.Sprint(e["msg"]), "web1: tofu: ") && strings.Contains(fmt.Sprint(e["msg"]), ": Creating...")
+	}},
+	// The node's deploy lock appears: taken at the start of push, before the copy.
+	{name: "push", node: func(lock, unit bool, cur, prof string) bool { return lock }},
+	// The switch's transient unit is loaded.
+	{name: "switch", node: func(lock, unit bool, cur, prof string) bool { return unit }},
+	// The node runs the new system while its profile is not set yet: the switch
+	// activated; switch-result, confirm or the watches run.
+	{name: "switch-result", node: func(lock, unit bool, cur, prof string) bool { return cur != "" && prof != cur }},
+	// The profile names the running system: finalize has begun.
+	{name: "finalize", node: func(lock, unit bool, cur, prof string) bool { return cur != "" && prof == cur }},
+	// OpenTofu's "Creation complete" hook: the body concluded (lock released), the
+	// state is being written.
+	{name: "conclude", event: func(e map[string]any) bool {
+		return e["kind"] == "log" && strings.HasPrefix(fmt.Sprint(e["msg"]), "web1: tofu: ") && strings.Contains(fmt.Sprint(e["msg"]), "Creation complete")
+	}},
+}
+
+// TestFaultsKillTFApply: `tf apply` SIGKILLed (with OpenTofu and its provider, one
+// process group) at each kill point a tf run shows (tfKillPoints), then a rerun of
+// `tf apply` converges, its OpenTofu state matching the node.
+func TestFaultsKillTFApply(t *testing.T) {
+	bed := testbed.Require(t)
+	needTofu(t)
+	t.Parallel()
+	cache := t.TempDir()
+	for _, kp := range tfKillPoints {
+		t.Run(kp.name, func(t *testing.T) {
+			t.Parallel()
+			faultSlot(t)
+			node := bed.Node(t)
+			tree, env := faultTree(t, "tf", node, node.SSHPort, "A", cache)
+			apply := []string{"tf", "apply", "--tree", tree, "--output", "json"}
+			b := startFault(t, env, apply...)
+			if kp.event != nil {
+				b.await(t, 5*time.Minute, kp.name+" kill point", kp.event)
+			} else {
+				awaitNode(t, b, node, kp.name, kp.node)
+			}
+			b.killGroup(t)
+			t.Logf("killed at %s; node then: %v", kp.name, nodeState(t, node))
+			converged(t, "tf", node, env, tree, switchyard(t, env, apply...))
+		})
+	}
+}
+
+// awaitNode polls the node until cond holds of it, failing when the run ends first.
+func awaitNode(t *testing.T, b *bgRun, node *testbed.Node, what string, cond func(lock, unit bool, cur, prof string) bool) {
+	t.Helper()
+	const probe = `test -e /run/switchyard/lock && echo lock
+systemctl list-units --all --no-legend 'switchyard-switch-*' | grep -q . && echo unit
+echo "cur=$(readlink -e /run/current-system)"
+echo "prof=$(readlink -e /nix/var/nix/profiles/system)"
+true`
+	deadline := time.Now().Add(5 * time.Minute)
+	for time.Now().Before(deadline) {
+		select {
+		case <-b.done:
+			t.Fatalf("tf apply ended (%v) before the %s kill point; stdout:\n%s", b.err, what, b.stdout.String())
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		out, err := node.Exec(ctx, "sh", "-c", probe)
+		cancel()
+		if err == nil {
+			var lock, unit bool
+			var cur, prof string
+			for _, l := range strings.Split(out, "\n") {
+				switch {
+				case l == "lock":
+					lock = true
+				case l == "unit":
+					unit = true
+				case strings.HasPrefix(l, "cur="):
+					cur = strings.TrimPrefix(l, "cur=")
+				case strings.HasPrefix(l, "prof="):
+					prof = strings.TrimPrefix(l, "prof=")
+				}
+			}
+			if cond(lock, unit, cur, prof) {
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("no %s kill point within 5m", what)
+}
