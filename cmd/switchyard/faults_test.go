@@ -198,6 +198,24 @@ func TestFaultsKillSSHApply(t *testing.T) {
 	}
 }
 
+// TestFaultsKillSSHApplyMidSwitch: besides the kill at the switch's start event
+// (which may land before the switch unit exists), `ssh apply` is SIGKILLed once
+// its switch unit is loaded on the node, so the switch runs or has run with its
+// result unread; a rerun converges.
+func TestFaultsKillSSHApplyMidSwitch(t *testing.T) {
+	bed := testbed.Require(t)
+	t.Parallel()
+	faultSlot(t)
+	node := bed.Node(t)
+	tree, env := faultTree(t, "ssh", node, node.SSHPort, "A", t.TempDir())
+	apply := []string{"ssh", "apply", "--tree", tree, "--output", "json"}
+	b := startFault(t, env, apply...)
+	awaitNode(t, b, node, "switch unit loaded", func(lock, unit bool, cur, prof string) bool { return unit })
+	b.killGroup(t)
+	t.Logf("killed with the switch unit loaded; phases started: %v; node then: %v", b.started(), nodeState(t, node))
+	converged(t, "ssh", node, env, tree, switchyard(t, env, apply...))
+}
+
 // nodePhases are the phases of the deploy pass that talk to the node.
 var nodePhases = []string{"wait", "push", "snapshot", "switch", "switch-result", "confirm", "owned",
 	"sweep", "settle", "cycle-watch", "loop-watch", "finalize", "conclude"}
@@ -368,7 +386,7 @@ true`
 	for time.Now().Before(deadline) {
 		select {
 		case <-b.done:
-			t.Fatalf("tf apply ended (%v) before the %s kill point; stdout:\n%s", b.err, what, b.stdout.String())
+			t.Fatalf("the run ended (%v) before the %s kill point; stdout:\n%s", b.err, what, b.stdout.String())
 		default:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
