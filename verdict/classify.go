@@ -341,11 +341,29 @@ func (in Input) cycling(name string) bool {
 	for i := max(in.CycleStart, 0) + 1; i < len(in.Samples); i++ {
 		a, okA := in.Samples[i-1].Units[name]
 		b, okB := in.Samples[i].Units[name]
-		if okA && okB && (a.ActiveState != b.ActiveState || a.InvocationID != b.InvocationID) {
+		if okA && okB && Changed(a, b) {
 			changed++
 		}
 	}
 	return changed >= 2
+}
+
+// Changed: the unit's active state or invocation differs between two samples a and
+// b, by what both samples read of it. Every unit has its active state; the exported
+// invocation (the cheap view) is compared when both listed the unit, and the
+// InvocationID property when both read it in full. A unit read in full in one sample
+// and not in the other is never compared by InvocationID against its exported ID:
+// systemd removes the export when the unit goes inactive and keeps the property.
+func Changed(a, b Unit) bool {
+	switch {
+	case a.ActiveState != b.ActiveState:
+		return true
+	case a.Listed && b.Listed && a.ExportedInvocation != b.ExportedInvocation:
+		return true
+	case a.Full && b.Full && a.InvocationID != b.InvocationID:
+		return true
+	}
+	return false
 }
 
 // staleJobs are the final sample's start jobs queued for at least SettleWindow,
