@@ -284,6 +284,7 @@ func parseUnits(lines []string) map[string]Unit {
 			InactiveExit:    timestamp(p["InactiveExitTimestamp"]),
 			ExecStartPre:    pre,
 			ExecStartPost:   post,
+			TriggeredBy:     strings.Fields(p["TriggeredBy"]),
 		}
 	}
 	for _, l := range lines {

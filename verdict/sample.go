@@ -46,6 +46,9 @@ type Unit struct {
 	// run, in order; a command that has not run has Code "".
 	ExecStartPre  []ExecCommand
 	ExecStartPost []ExecCommand
+	// TriggeredBy are the units that start this one (its timers, paths, sockets);
+	// nil when none (or in samples of the first script, which did not read it).
+	TriggeredBy []string
 }
 
 // ExecCommand is one ExecStartPre=/ExecStartPost= command's last run, as

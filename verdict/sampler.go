@@ -27,7 +27,7 @@ type Sampler struct {
 
 	prev  map[string]Unit // the previous sample's units; nil: none read yet
 	watch map[string]bool // units put under watch: read in full for the rest of the body
-	ran   map[string]bool // units a full read showed with an invocation: they have run
+	ran   map[string]bool // units a full read showed with an invocation (they have run) or with a trigger (they can)
 }
 
 // Read takes one sample in one round trip, reading in full what Args names, and
@@ -47,11 +47,11 @@ func (p *Sampler) Read(ctx context.Context, exec Exec) (Sample, error) {
 // "=UNIT ACTIVE INVOCATION", so the node reads in full every unit that changed.
 //
 // Read in full: Full and its template instances; the units under watch (restarted
-// automatically, or once seen with NRestarts > 0); and the units that have run (an
-// invocation ID seen) and are now inactive: such a unit can start and stop between
-// two samples (a timer's oneshot) with no trace in the cheap view, since systemd
-// removes its exported invocation when it goes inactive; its InvocationID property
-// still changes.
+// automatically, or once seen with NRestarts > 0); and the inactive units that have
+// run (an invocation ID seen) or that a timer, path or socket starts (TriggeredBy):
+// such a unit can start and stop between two samples (a timer's oneshot) with no
+// trace in the cheap view, since systemd removes its exported invocation when it
+// goes inactive; its InvocationID property still changes.
 func (p *Sampler) Args() []string {
 	if p.prev == nil {
 		return []string{AllUnits}
@@ -107,7 +107,7 @@ func (p *Sampler) Observe(s Sample) {
 		if u.NRestarts > 0 || autoRestart(u) {
 			p.watch[name] = true
 		}
-		if u.InvocationID != "" {
+		if u.InvocationID != "" || len(u.TriggeredBy) > 0 {
 			p.ran[name] = true
 		}
 	}
