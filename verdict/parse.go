@@ -284,7 +284,7 @@ func parseUnits(lines []string) map[string]Unit {
 			InactiveExit:    timestamp(p["InactiveExitTimestamp"]),
 			ExecStartPre:    pre,
 			ExecStartPost:   post,
-			TriggeredBy:     strings.Fields(p["TriggeredBy"]),
+			TriggeredBy:     fieldsOrNil(p["TriggeredBy"]),
 		}
 	}
 	for _, l := range lines {
@@ -346,4 +346,12 @@ func execCommands(block []string, prefix string) []ExecCommand {
 		out = append(out, c)
 	}
 	return out
+}
+
+// fieldsOrNil is strings.Fields, nil for none.
+func fieldsOrNil(v string) []string {
+	if f := strings.Fields(v); len(f) > 0 {
+		return f
+	}
+	return nil
 }

@@ -146,9 +146,12 @@ func TestSamplerLiveNode(t *testing.T) {
 		t.Fatalf("first sample: %d of %d units in full, want all", n, all)
 	}
 	s = read()
-	if got := fullOnes(s); len(got) > 10 || !slices.Contains(got, "ssh.service") {
-		t.Errorf("quiet sample read in full %q: want ssh.service and few others", got)
+	// The others: the inactive units that ran or have a trigger (about 20 of 160 on the
+	// test-bed image), and the unsteady dev-vda.device.
+	if got := fullOnes(s); len(got) > len(s.Units)/4 || !slices.Contains(got, "ssh.service") {
+		t.Errorf("quiet sample read %d of %d units in full %q: want ssh.service and few others", len(got), len(s.Units), got)
 	}
+	t.Logf("quiet sample: %d of %d units read in full", len(fullOnes(s)), len(s.Units))
 	for name, u := range s.Units {
 		if !u.Listed {
 			t.Errorf("%s not in the cheap view", name)
