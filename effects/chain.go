@@ -22,6 +22,7 @@ func (r *run) chainGate(ctx context.Context) error {
 		return stopWith(exitcode.Infra, "reading the chain: %w", err)
 	}
 	members := parseChain(out)
+	r.chainMembers = members
 	if len(members) == 0 {
 		return nil // no chain declared
 	}

@@ -22,7 +22,7 @@ func (n unreachableChainNode) Run(ctx context.Context, c effects.Command) (int, 
 	case len(c.Argv) == 3 && c.Argv[0] == "cat" && c.Argv[2] == "/run/current-system/etc/switchyard/chain":
 		fmt.Fprintln(c.Stdout, "secret-agent.service")
 		return 0, nil
-	case len(c.Argv) == 3 && c.Argv[0] == "sh" && c.Argv[2] == verdict.ReadScript:
+	case len(c.Argv) >= 3 && c.Argv[0] == "sh" && c.Argv[2] == verdict.ReadScript:
 		n.Record("run sh -c ReadScript")
 		return 0, fmt.Errorf("dial: connection refused: %w", effects.ErrUnreachable)
 	}

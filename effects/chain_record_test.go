@@ -28,7 +28,7 @@ func TestRecordChain(t *testing.T) {
 	if code := node.Switch(t, top, "switch"); code != 0 {
 		t.Fatalf("switch exited %d", code)
 	}
-	out := node.MustExec(t, "sh", "-c", verdict.ReadScript)
+	out := node.MustExec(t, "sh", "-c", verdict.ReadScript, "sh", verdict.AllUnits)
 	dir := filepath.Join("testdata", "chain-oneshot")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)

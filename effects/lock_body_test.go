@@ -129,7 +129,7 @@ type thief struct {
 }
 
 func (th *thief) Run(ctx context.Context, c effects.Command) (int, error) {
-	if len(c.Argv) == 3 && c.Argv[2] == verdict.ReadScript && !th.stolen {
+	if len(c.Argv) >= 3 && c.Argv[2] == verdict.ReadScript && !th.stolen {
 		th.stolen = true
 		th.Lock = fmt.Sprintf("99 %d other 5 %d", time.Now().Unix()+600, time.Now().Unix())
 	}
@@ -173,7 +173,7 @@ type slowSnapshot struct {
 }
 
 func (s *slowSnapshot) Run(ctx context.Context, c effects.Command) (int, error) {
-	if len(c.Argv) == 3 && c.Argv[2] == verdict.ReadScript && !s.once {
+	if len(c.Argv) >= 3 && c.Argv[2] == verdict.ReadScript && !s.once {
 		s.once = true
 		time.Sleep(s.delay)
 	}

@@ -38,7 +38,9 @@ type run struct {
 	switchUnit    string // the transient unit running the switch
 	chainDown     bool   // the chain gate did not pass: no sweep
 	samples       []verdict.Sample
-	lastReadErr   error // why the last sample could not be read, if it could not
+	sampler       verdict.Sampler // decides which units each sample reads in full
+	chainMembers  []string        // the chain gate's members: read in full while it waits
+	lastReadErr   error           // why the last sample could not be read, if it could not
 	cycleStart    int
 	restarts      map[string][]verdict.Restart // restart history of the loop suspects (loop watch)
 	owned         map[string]bool
@@ -127,9 +129,22 @@ func (r *run) command(ctx context.Context, argv []string) (stdout, stderr string
 	return out.String(), errOut.String(), code, err
 }
 
-// read takes one sample of the node's systemd state (one round trip).
+// read takes one sample of the node's systemd state (one round trip). The first
+// reads every unit in full; later ones read in full the owned and wanted units (known
+// from phase 9 on), the chain's members and what the sampler learnt to watch, and
+// every other unit cheaply unless the node finds it unsteady or changed.
 func (r *run) read(ctx context.Context) (verdict.Sample, error) {
-	return verdict.Read(ctx, func(ctx context.Context, argv []string, stdout io.Writer) (int, error) {
+	full := map[string]bool{}
+	for _, set := range []map[string]bool{r.owned, r.wanted} {
+		for name := range set {
+			full[name] = true
+		}
+	}
+	for _, name := range r.chainMembers {
+		full[name] = true
+	}
+	r.sampler.Full = full
+	return r.sampler.Read(ctx, func(ctx context.Context, argv []string, stdout io.Writer) (int, error) {
 		return r.d.Transport.Run(ctx, Command{Argv: argv, Stdout: stdout, Path: r.swPath()})
 	})
 }

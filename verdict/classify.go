@@ -252,7 +252,7 @@ func (in Input) loopSpan(name string, u Unit) (restarts int, start int64) {
 	hist := in.Restarts[name]
 	if len(hist) == 0 { // not read, or the journal kept nothing (Storage=none, rotated away)
 		for _, s := range in.Samples {
-			if v, ok := s.Units[name]; ok && stableNow(v, s.NodeNow) {
+			if v, ok := s.Units[name]; ok && stableNow(in.entered(name, v, s.NodeNow), s.NodeNow) {
 				start = s.NodeNow
 			}
 		}
@@ -265,6 +265,24 @@ func (in Input) loopSpan(name string, u Unit) (restarts int, start int64) {
 		k--
 	}
 	return len(series) - k, series[k].At - delay
+}
+
+// entered is v, the unit name in a sample at node time now, with the time it
+// entered active filled in when the sample only listed it: an invocation ID names
+// one start, so a sample that read the same invocation in full, entered active by
+// then, tells it. Otherwise v is returned as it is (ActiveEnter 0: not known, so
+// never a stable period).
+func (in Input) entered(name string, v Unit, now int64) Unit {
+	if v.Full || v.ActiveState != "active" || v.ExportedInvocation == "" {
+		return v
+	}
+	for _, s := range in.Samples {
+		if f, ok := s.Units[name]; ok && f.Full && f.InvocationID == v.ExportedInvocation && f.ActiveEnter != 0 && f.ActiveEnter <= now {
+			v.ActiveEnter = f.ActiveEnter
+			return v
+		}
+	}
+	return v
 }
 
 // restartDelay is the unit's time from going down to being up again, from the
@@ -341,11 +359,29 @@ func (in Input) cycling(name string) bool {
 	for i := max(in.CycleStart, 0) + 1; i < len(in.Samples); i++ {
 		a, okA := in.Samples[i-1].Units[name]
 		b, okB := in.Samples[i].Units[name]
-		if okA && okB && (a.ActiveState != b.ActiveState || a.InvocationID != b.InvocationID) {
+		if okA && okB && Changed(a, b) {
 			changed++
 		}
 	}
 	return changed >= 2
+}
+
+// Changed: the unit's active state or invocation differs between two samples a and
+// b, by what both samples read of it. Every unit has its active state; the exported
+// invocation (the cheap view) is compared when both listed the unit, and the
+// InvocationID property when both read it in full. A unit read in full in one sample
+// and not in the other is never compared by InvocationID against its exported ID:
+// systemd removes the export when the unit goes inactive and keeps the property.
+func Changed(a, b Unit) bool {
+	switch {
+	case a.ActiveState != b.ActiveState:
+		return true
+	case a.Listed && b.Listed && a.ExportedInvocation != b.ExportedInvocation:
+		return true
+	case a.Full && b.Full && a.InvocationID != b.InvocationID:
+		return true
+	}
+	return false
 }
 
 // staleJobs are the final sample's start jobs queued for at least SettleWindow,

@@ -10,11 +10,15 @@ import (
 
 var t0 = time.Date(2026, 11, 30, 4, 0, 0, 0, time.UTC)
 
-// sample builds a sample at node time now (seconds after t0) with the given units.
+// sample builds a sample at node time now (seconds after t0) with the given units,
+// read in full unless a unit says it is only listed.
 func sample(now int64, units ...verdict.Unit) verdict.Sample {
 	s := verdict.Sample{At: t0.Add(time.Duration(now) * time.Second), NodeNow: t0.Unix() + now,
 		SystemState: "running", Units: map[string]verdict.Unit{}, Jobs: []verdict.Job{}}
 	for _, u := range units {
+		if !u.Listed {
+			u.Full = true
+		}
 		s.Units[u.Name] = u
 	}
 	return s

@@ -1,7 +1,9 @@
 // Package verdict reads systemd state from a node, classifies its units and reports the verdict of SPEC 4.5.
 //
-// Read takes one Sample in one round trip (ReadScript, a fixed shell script, so
-// nothing from a configuration ever reaches a shell). Classify is a pure function
+// A Sampler takes one Sample in one round trip (ReadScript, a fixed shell script
+// whose units come in as positional arguments, so nothing from a configuration ever
+// reaches a shell): every unit's state cheaply, and the full properties of the units
+// that need them; Read reads every unit in full. Classify is a pure function
 // from the post-switch samples to the unit classes of SPEC 4.2, Decide turns a
 // Verdict's facts into ok, the exit code and the reasons, and WriteText and
 // json.Marshal render the two report forms.

@@ -87,10 +87,68 @@ func ParseSample(out []byte, at time.Time) (Sample, error) {
 			s.Jobs = jobs
 		}
 	}
-	if lines, ok := get("units"); ok {
-		s.Units = parseUnits(lines)
-	}
+	s.Units = parseAllUnits(secs, get)
 	return s, nil
+}
+
+// parseAllUnits merges a sample's views of its units. Output of the first script
+// (v1, kept in old recordings) has only the units section, every unit read in full.
+// Since v2 the list and invocations sections are the cheap view of every unit and
+// the units section holds the units read in full: the sample's units are not read
+// (nil) unless all three were read, so a unit that needed its properties is never
+// judged from its cheap view alone.
+func parseAllUnits(secs map[string]*section, get func(string) ([]string, bool)) map[string]Unit {
+	if _, v2 := secs["list"]; !v2 {
+		lines, ok := get("units")
+		if !ok {
+			return nil
+		}
+		units := parseUnits(lines)
+		for name, u := range units {
+			u.Full = true
+			units[name] = u
+		}
+		return units
+	}
+	list, okList := get("list")
+	inv, okInv := get("invocations")
+	full, okFull := get("units")
+	if !okList || !okInv || !okFull {
+		return nil
+	}
+	exported := parseInvocations(inv)
+	units := map[string]Unit{}
+	for _, l := range list {
+		f := strings.Fields(l)
+		if len(f) < 4 {
+			continue
+		}
+		units[f[0]] = Unit{Name: f[0], LoadState: f[1], ActiveState: f[2], SubState: f[3], Listed: true, ExportedInvocation: exported[f[0]]}
+	}
+	for name, u := range parseUnits(full) {
+		if cheap, ok := units[name]; ok {
+			u.Listed, u.ExportedInvocation = true, cheap.ExportedInvocation
+		}
+		u.Full = true
+		units[name] = u
+	}
+	return units
+}
+
+// parseInvocations reads "invocation:<unit> <id>" lines (the symlinks of
+// /run/systemd/units and their targets).
+func parseInvocations(lines []string) map[string]string {
+	m := map[string]string{}
+	for _, l := range lines {
+		f := strings.Fields(l)
+		if len(f) < 2 {
+			continue
+		}
+		if name, ok := strings.CutPrefix(f[0], "invocation:"); ok {
+			m[name] = f[1]
+		}
+	}
+	return m
 }
 
 // splitSections cuts ReadScript's output into its sections. ok is false when the
@@ -109,7 +167,7 @@ func splitSections(out string) (secs map[string]*section, ok bool) {
 		}
 		verb, args, _ := strings.Cut(rest, " ")
 		switch verb {
-		case "v1":
+		case "v1", "v2":
 			ok = true
 		case "begin":
 			cur = &section{}
@@ -226,6 +284,7 @@ func parseUnits(lines []string) map[string]Unit {
 			InactiveExit:    timestamp(p["InactiveExitTimestamp"]),
 			ExecStartPre:    pre,
 			ExecStartPost:   post,
+			TriggeredBy:     fieldsOrNil(p["TriggeredBy"]),
 		}
 	}
 	for _, l := range lines {
@@ -287,4 +346,12 @@ func execCommands(block []string, prefix string) []ExecCommand {
 		out = append(out, c)
 	}
 	return out
+}
+
+// fieldsOrNil is strings.Fields, nil for none.
+func fieldsOrNil(v string) []string {
+	if f := strings.Fields(v); len(f) > 0 {
+		return f
+	}
+	return nil
 }

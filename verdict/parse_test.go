@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -50,14 +51,63 @@ func TestParseSampleSections(t *testing.T) {
 		At: at, NodeNow: 1796013566, CurrentSystem: "/nix/store/x-system", Activated: 1796013500, SystemState: "starting",
 		Jobs: []verdict.Job{{ID: 2739, Unit: "waiter.service", Type: "start", Stat: "waiting"}, {ID: 2689, Unit: "slow.service", Type: "start", Stat: "running"}},
 		Units: map[string]verdict.Unit{
-			"a.service": {Name: "a.service", LoadState: "loaded", ActiveState: "active", SubState: "running", Result: "success",
+			"a.service": {Full: true, Name: "a.service", LoadState: "loaded", ActiveState: "active", SubState: "running", Result: "success",
 				NRestarts: 2, InvocationID: "abc", ConditionResult: "yes", ConditionAt: 1796013559, ActiveEnter: 1796013560,
 				Environment: []string{"A=b c", "DEPLOY_LOOP_BUDGET=30"}},
-			"b.target": {Name: "b.target", LoadState: "loaded", ActiveState: "inactive"},
+			"b.target": {Full: true, Name: "b.target", LoadState: "loaded", ActiveState: "inactive"},
 		},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("ParseSample (-want +got):\n%s", diff)
+	}
+}
+
+// framedV2 is framed with the v2 header (the cheap view and the units read in full).
+func framedV2(sections ...[4]string) []byte {
+	return append([]byte("##switchyard-verdict v2\n"), framed(sections...)[len("##switchyard-verdict v1\n"):]...)
+}
+
+// TestParseSampleCheapView: every listed unit has its cheap view; the units read
+// in full have every field and keep their exported invocation; a unit only listed
+// has nothing else; the sample's units are not read unless all three sections were.
+func TestParseSampleCheapView(t *testing.T) {
+	list := "a.service loaded active running A service\nb.timer loaded active waiting B timer\n" +
+		"c.service loaded inactive dead C\nghost.service not-found inactive dead ghost.service"
+	inv := "invocation:a.service 11aa\ninvocation:c.service 33cc"
+	units := "Id=a.service\nLoadState=loaded\nActiveState=active\nSubState=running\nNRestarts=2\nInvocationID=11aa\n"
+	base := [][4]string{{"clock", "0", "", "1796013566"}, {"manager", "0", "", "SystemState=running"}, {"jobs", "0", "", ""}}
+	got, err := verdict.ParseSample(framedV2(append(base, [4]string{"list", "0", "", list}, [4]string{"invocations", "0", "", inv},
+		[4]string{"units", "0", "", units})...), time.Unix(1796013566, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]verdict.Unit{
+		"a.service": {Listed: true, Full: true, ExportedInvocation: "11aa", Name: "a.service", LoadState: "loaded",
+			ActiveState: "active", SubState: "running", NRestarts: 2, InvocationID: "11aa"},
+		"b.timer":       {Listed: true, Name: "b.timer", LoadState: "loaded", ActiveState: "active", SubState: "waiting"},
+		"c.service":     {Listed: true, ExportedInvocation: "33cc", Name: "c.service", LoadState: "loaded", ActiveState: "inactive", SubState: "dead"},
+		"ghost.service": {Listed: true, Name: "ghost.service", LoadState: "not-found", ActiveState: "inactive", SubState: "dead"},
+	}
+	if diff := cmp.Diff(want, got.Units); diff != "" {
+		t.Errorf("Units (-want +got):\n%s", diff)
+	}
+	for _, broken := range [][4]string{
+		{"units", "1", "Failed to connect to bus", ""}, {"invocations", "1", "find: not found", ""}, {"list", "", "", list},
+	} {
+		secs := append(slices.Clone(base), [4]string{"list", "0", "", list}, [4]string{"invocations", "0", "", inv}, [4]string{"units", "0", "", units})
+		for i := range secs {
+			if secs[i][0] == broken[0] {
+				secs[i] = broken
+			}
+		}
+		if broken[0] == "list" { // cut short: the last section
+			secs = append(secs[:3], secs[4:]...)
+			secs = append(secs, broken)
+		}
+		got, err := verdict.ParseSample(framedV2(secs...), time.Time{})
+		if err != nil || got.Units != nil || len(got.Unread) == 0 {
+			t.Errorf("%s not read: err %v, %d units (nil %v), unread %q", broken[0], err, len(got.Units), got.Units == nil, got.Unread)
+		}
 	}
 }
 
@@ -87,7 +137,7 @@ func TestParseSampleNotRead(t *testing.T) {
 }
 
 func TestParseSampleNotScriptOutput(t *testing.T) {
-	for _, out := range []string{"", "sudo: a password is required\n", "##switchyard-verdict v2\n"} {
+	for _, out := range []string{"", "sudo: a password is required\n", "##switchyard-verdict v3\n"} {
 		if _, err := verdict.ParseSample([]byte(out), time.Time{}); !errors.Is(err, verdict.ErrNotScriptOutput) {
 			t.Errorf("ParseSample(%q) err = %v, want ErrNotScriptOutput", out, err)
 		}
@@ -103,8 +153,8 @@ func TestRead(t *testing.T) {
 	exec := func(out []byte, exit int, err error) verdict.Exec {
 		return func(ctx context.Context, argv []string, stdout io.Writer) (int, error) {
 			calls++
-			if len(argv) != 3 || argv[0] != "sh" || argv[1] != "-c" || argv[2] != verdict.ReadScript {
-				t.Errorf("argv = %q, want sh -c ReadScript", argv[:min(len(argv), 2)])
+			if len(argv) != 5 || argv[0] != "sh" || argv[1] != "-c" || argv[2] != verdict.ReadScript || argv[3] != "sh" || argv[4] != verdict.AllUnits {
+				t.Errorf("argv = %q, want sh -c ReadScript sh '*'", argv[:min(len(argv), 2)])
 			}
 			_, _ = stdout.Write(out)
 			return exit, err

@@ -191,11 +191,19 @@ func TestRecord(t *testing.T) {
 			if err := os.RemoveAll(dir); err != nil {
 				t.Fatal(err)
 			}
+			// Sampled as a body samples: the first sample reads every unit in full, the
+			// later ones the units of the configuration and what the sampler watches.
+			p := &verdict.Sampler{Full: map[string]bool{}}
+			for _, set := range [][]string{rec.Owned, rec.Wanted, sc.standIn.Owned, sc.standIn.Wanted} {
+				for _, u := range set {
+					p.Full[u] = true
+				}
+			}
 			for i := range sc.samples {
 				if i > 0 {
 					time.Sleep(sc.every)
 				}
-				rec.Samples = append(rec.Samples, recordSample(t, node, dir, i))
+				rec.Samples = append(rec.Samples, recordSample(t, node, dir, i, p))
 			}
 			rec.Restarts = recordRestarts(t, node, dir, sc.history)
 			writeRecording(t, dir, rec)
@@ -215,7 +223,7 @@ func recordSeveredBus(t *testing.T, node *testbed.Node, healthy recording) {
 	if err := os.RemoveAll(dir); err != nil {
 		t.Fatal(err)
 	}
-	s := recordSample(t, node, dir, 0)
+	s := recordSample(t, node, dir, 0, &verdict.Sampler{})
 	node.MustExec(t, "sh", "-c", "mv /run/systemd/private.off /run/systemd/private && systemctl start dbus.socket dbus.service")
 	rec := healthy
 	rec.Scenario, rec.Samples, rec.CycleStart = "severed-bus", []recordedSample{s}, 0
@@ -223,15 +231,20 @@ func recordSeveredBus(t *testing.T, node *testbed.Node, healthy recording) {
 	writeRecording(t, dir, rec)
 }
 
-func recordSample(t *testing.T, node *testbed.Node, dir string, i int) recordedSample {
+func recordSample(t *testing.T, node *testbed.Node, dir string, i int, p *verdict.Sampler) recordedSample {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	at := time.Now().UTC()
-	out, err := node.Exec(ctx, "sh", "-c", verdict.ReadScript)
+	out, err := node.Exec(ctx, append([]string{"sh", "-c", verdict.ReadScript, "sh"}, p.Args()...)...)
 	if err != nil {
 		t.Fatalf("read script on %s: %v", node.Name, err)
 	}
+	s, err := verdict.ParseSample([]byte(out), at)
+	if err != nil {
+		t.Fatalf("read script on %s: %v", node.Name, err)
+	}
+	p.Observe(s)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}

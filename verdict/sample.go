@@ -3,14 +3,30 @@ package verdict
 import "time"
 
 // Unit is one unit's state in one sample, as systemd reports it.
+//
+// A sample reads every unit's cheap view (Listed: Name, LoadState, ActiveState,
+// SubState, ExportedInvocation) and the full properties (Full: every other field)
+// only of the units that need them (see ReadScript and Sampler). In a unit that is
+// not Full every other field is "not read", never "none": its NRestarts 0 says
+// nothing about its restarts. Samples of the first script (v1) read every unit in
+// full and list none.
 type Unit struct {
+	Listed bool // in the sample's cheap view (systemctl list-units --all)
+	Full   bool // its properties were read (systemctl show)
+	// ExportedInvocation is the invocation ID systemd exports as the symlink
+	// /run/systemd/units/invocation:<unit>: written when a unit that runs processes
+	// starts, removed when it goes inactive, absent for units that run none
+	// (targets, timers, devices, slices, mounts systemd did not mount); "" when
+	// absent.
+	ExportedInvocation string
+
 	Name            string   // Id
 	LoadState       string   // loaded, not-found, bad-setting, error, masked
 	ActiveState     string   // active, inactive, failed, activating, deactivating, reloading
 	SubState        string   // running, dead, auto-restart, exited, ...
 	Result          string   // success, exit-code, signal, start-limit-hit, ...
 	NRestarts       int      // services only
-	InvocationID    string   // changes at every start
+	InvocationID    string   // changes at every start; kept while the unit is inactive
 	ExecMainCode    int      // CLD_* of the main process: 1 exited, 2 killed, 3 dumped
 	ExecMainStatus  int      // exit status (or signal number) of the main process
 	ConditionResult string   // "yes" or "no"; systemd also says "no" when it never checked (see ConditionAt)
@@ -30,6 +46,9 @@ type Unit struct {
 	// run, in order; a command that has not run has Code "".
 	ExecStartPre  []ExecCommand
 	ExecStartPost []ExecCommand
+	// TriggeredBy are the units that start this one (its timers, paths, sockets);
+	// nil when none (or in samples of the first script, which did not read it).
+	TriggeredBy []string
 }
 
 // ExecCommand is one ExecStartPre=/ExecStartPost= command's last run, as

@@ -230,7 +230,7 @@ func (n *Node) run(c effects.Command) (int, error) {
 	switch {
 	case argv == "systemctl is-system-running":
 		fmt.Fprintln(out, "running")
-	case len(c.Argv) == 3 && c.Argv[0] == "sh" && c.Argv[2] == verdict.ReadScript:
+	case len(c.Argv) >= 3 && c.Argv[0] == "sh" && c.Argv[2] == verdict.ReadScript:
 		n.mu.Lock()
 		s := n.Samples[min(n.Next, len(n.Samples)-1)]
 		n.Next++
