@@ -4,11 +4,14 @@
 // Nix, the server being nix-store.cc's opServe) over any byte stream, so it does
 // not care how the node's `nix-store --serve --write` is reached: an SSH session,
 // an Incus exec stream, a local pipe. A copy is one query of which paths of the
-// closure the node already holds (cmdQueryValidPaths), then one cmdImportPaths
-// that streams the missing paths in dependency order in the export format of
-// `nix-store --export`. The node adds each path to its store as soon as the path
-// has arrived, so a copy cut short leaves every path sent before the cut valid on
-// the node, and the next copy sends only what is still missing.
+// closure the node already holds (cmdQueryValidPaths), then the missing paths in
+// dependency order: one cmdAddToStoreNar per path, written one after the other
+// without waiting for the node's answers, which a reader collects meanwhile (a
+// node of protocol 2.5 or later: Nix 2.4 on); an older node gets them all in one
+// cmdImportPaths in the export format of `nix-store --export`. The node adds each
+// path to its store as soon as the path has arrived, so a copy cut short leaves
+// every path sent before the cut valid on the node, and the next copy sends only
+// what is still missing.
 package nixserve
 
 import (
@@ -42,6 +45,19 @@ type Store interface {
 	// after the paths it references); the records must keep to it, and must
 	// cover exactly paths. Export streams: it never holds a whole NAR.
 	Export(ctx context.Context, paths []string, w io.Writer) error
+	// NARInfos gives the NAR hash and size of each of paths as the store
+	// records them (what cmdAddToStoreNar tells the node before the NAR).
+	NARInfos(ctx context.Context, paths []string) (map[string]NARInfo, error)
+}
+
+// NARInfo is what a store records of a path's NAR.
+type NARInfo struct {
+	// Hash is the NAR's SHA-256 in a form Nix's Hash::parseAny reads with
+	// SHA-256 as the default type: 64 hexadecimal digits (as `nix-store
+	// --dump-db` prints it and Nix's own ssh store sends it), or "sha256:" and
+	// the base-32 or hexadecimal digest.
+	Hash string
+	Size uint64
 }
 
 // bufSize is the buffer between the local export and the node.
@@ -110,7 +126,8 @@ func copyPaths(ctx context.Context, r io.Reader, w io.Writer, paths []string, lo
 		return st, err
 	}
 	st.Paths = len(closure)
-	if err := readGreeting(in); err != nil {
+	version, err := readGreeting(in)
+	if err != nil {
 		return st, err
 	}
 
@@ -149,6 +166,9 @@ func copyPaths(ctx context.Context, r io.Reader, w io.Writer, paths []string, lo
 		return st, nil
 	}
 
+	if version&0xff >= addToStoreNarMinorMin {
+		return st, sendPipelined(ctx, enc, in, missing, valid, len(closure), local, &st)
+	}
 	enc.uint64(cmdImportPaths)
 	if err := sendExports(ctx, enc, missing, valid, len(closure), local, &st); err != nil {
 		return st, err
@@ -167,22 +187,24 @@ func copyPaths(ctx context.Context, r io.Reader, w io.Writer, paths []string, lo
 	return st, nil
 }
 
-func readGreeting(in io.Reader) error {
+// readGreeting reads the node's answer to the greeting and gives the node's
+// protocol version.
+func readGreeting(in io.Reader) (uint64, error) {
 	magic, err := readUint64(in)
 	if err != nil {
-		return fmt.Errorf("the node did not answer the serve protocol's greeting: %w", noEOF(err))
+		return 0, fmt.Errorf("the node did not answer the serve protocol's greeting: %w", noEOF(err))
 	}
 	if magic != serveMagic2 {
-		return fmt.Errorf("the node answered the greeting with %#x: not nix-store --serve", magic)
+		return 0, fmt.Errorf("the node answered the greeting with %#x: not nix-store --serve", magic)
 	}
 	version, err := readUint64(in)
 	if err != nil {
-		return fmt.Errorf("the node's serve protocol version: %w", noEOF(err))
+		return 0, fmt.Errorf("the node's serve protocol version: %w", noEOF(err))
 	}
 	if version&0xff00 != clientVersion&0xff00 {
-		return fmt.Errorf("the node's nix-store --serve speaks protocol %d.%d, not 2.x", version>>8, version&0xff)
+		return 0, fmt.Errorf("the node's nix-store --serve speaks protocol %d.%d, not 2.x", version>>8, version&0xff)
 	}
-	return nil
+	return version, nil
 }
 
 // sendExports streams the local export of missing into the import, checking each

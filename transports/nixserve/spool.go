@@ -41,6 +41,19 @@ type spool struct {
 	size    int64 // bytes of the records in files
 	users   int   // Exports running
 	idle    *time.Timer
+	// infos holds the NAR hashes asked (LocalStore.NARInfos); it is emptied
+	// with the records, which were exported under the same hashes.
+	infos *onceCache[map[string]NARInfo]
+}
+
+// narInfos is the cache of NAR hashes that goes with the records spooled now.
+func (sp *spool) narInfos() *onceCache[map[string]NARInfo] {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if sp.infos == nil {
+		sp.infos = &onceCache[map[string]NARInfo]{}
+	}
+	return sp.infos
 }
 
 // spoolEntry is one path's record (the export format's NAR and trailer, without
@@ -100,7 +113,7 @@ func (sp *spool) empty() {
 	for _, f := range sp.files {
 		_ = f.Close()
 	}
-	sp.files, sp.entries, sp.size, sp.idle = nil, nil, 0, nil
+	sp.files, sp.entries, sp.size, sp.idle, sp.infos = nil, nil, 0, nil, nil
 }
 
 // claim makes the caller the producer of the paths that have no entry and

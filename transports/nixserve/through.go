@@ -73,7 +73,12 @@ func CopyThrough(ctx context.Context, run RunFunc, paths []string, wrap func(io.
 			msg += ": " + last
 		}
 		if copyErr == nil || errors.Is(copyErr, errServeEnded) {
-			// The node's side ended the copy: its words say why.
+			// The node's side ended the copy: its words say why, and where its
+			// answers stopped says which path it failed on.
+			var ae *AddError
+			if errors.As(copyErr, &ae) {
+				return st, fmt.Errorf("copy: adding %s: %s (%d of %d missing paths added before it)", ae.Path, msg, ae.Added, ae.Missing)
+			}
 			return st, fmt.Errorf("copy: %s (%d of %d missing paths sent)", msg, st.Sent, st.Missing)
 		}
 		return st, fmt.Errorf("copy: %w (%s)", copyErr, msg)
