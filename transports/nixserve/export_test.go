@@ -29,3 +29,10 @@ func SetSpoolIdle(d time.Duration) func() {
 	spoolIdle = d
 	return func() { spoolIdle = old }
 }
+
+// SetThroughStore sets the local store of CopyThrough; the returned func restores it.
+func SetThroughStore(s Store) func() {
+	old := throughStore
+	throughStore = s
+	return func() { throughStore = old }
+}

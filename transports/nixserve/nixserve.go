@@ -69,7 +69,9 @@ const bufSize = 64 << 10
 //
 // r is the node's `nix-store --serve --write` standard output and w its standard
 // input. Copy does not close w: the caller closes it afterwards, which ends the
-// remote command. A cancelled ctx stops the local export; a read from r or a write
+// remote command. When w has a method CloseWrite() error, Copy calls it once the
+// last command is written, so that the node's output ends once the node has
+// answered (or failed on) everything it was sent. A cancelled ctx stops the local export; a read from r or a write
 // to w that blocks ends when the caller closes them (as a transport does when its
 // remote command ends). The Stats are filled in as far as the copy got, also when
 // it fails.
@@ -166,8 +168,17 @@ func copyPaths(ctx context.Context, r io.Reader, w io.Writer, paths []string, lo
 		return st, nil
 	}
 
+	// After the last command the node's input can end (w's CloseWrite, when it
+	// has one): the node still answers every command it has read, then ends by
+	// itself. A transport may not end the remote command's output before its
+	// input has ended, so a node that fails after the last command reached it
+	// would otherwise leave the copy waiting for an answer that never comes.
+	closeWrite := func() {}
+	if cw, ok := w.(interface{ CloseWrite() error }); ok {
+		closeWrite = func() { _ = cw.CloseWrite() }
+	}
 	if version&0xff >= addToStoreNarMinorMin {
-		return st, sendPipelined(ctx, enc, in, missing, valid, len(closure), local, &st)
+		return st, sendPipelined(ctx, enc, in, missing, valid, len(closure), local, &st, closeWrite)
 	}
 	enc.uint64(cmdImportPaths)
 	if err := sendExports(ctx, enc, missing, valid, len(closure), local, &st); err != nil {
@@ -177,6 +188,7 @@ func copyPaths(ctx context.Context, r io.Reader, w io.Writer, paths []string, lo
 	if err := enc.flush(); err != nil {
 		return st, fmt.Errorf("ending the import: %w", err)
 	}
+	closeWrite()
 	ack, err := readUint64(in)
 	if err != nil {
 		return st, fmt.Errorf("the node did not confirm the import: %w", noEOF(err))

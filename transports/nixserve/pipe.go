@@ -63,7 +63,7 @@ type infosResult struct {
 // sendPipelined adds missing to the node with one cmdAddToStoreNar each, in the
 // local export's order (every path after the paths it references), and returns
 // once the node has confirmed every one.
-func sendPipelined(ctx context.Context, enc *encoder, in io.Reader, missing []string, valid map[string]bool, maxRefs int, local Store, st *Stats) error {
+func sendPipelined(ctx context.Context, enc *encoder, in io.Reader, missing []string, valid map[string]bool, maxRefs int, local Store, st *Stats, closeWrite func()) error {
 	ectx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
@@ -115,6 +115,7 @@ func sendPipelined(ctx context.Context, enc *encoder, in io.Reader, missing []st
 	if err != nil {
 		return err
 	}
+	closeWrite()
 	select {
 	case err := <-acked:
 		return err
