@@ -285,17 +285,46 @@ func run(ctx context.Context, argv []string, stdout io.Writer) error {
 	var stderr tail
 	cmd.Stdout, cmd.Stderr = stdout, &stderr
 	cmd.WaitDelay = 5 * time.Second
-	if err := cmd.Run(); err != nil {
-		if ctx.Err() != nil {
-			return fmt.Errorf("%s %s: %w", argv[0], argv[1], ctx.Err())
-		}
-		msg := fmt.Sprintf("%s %s: %v", argv[0], argv[1], err)
-		if last := stderr.lastLine(); last != "" {
-			msg += ": " + last
-		}
-		return errors.New(msg)
+	return cmdError(ctx, argv, cmd.Run(), &stderr)
+}
+
+// startReading starts argv with its standard output a pipe the caller reads
+// (then calls waitFor): no goroutine between the two, so however long the
+// reader takes, nothing of the output is lost when the command has exited.
+func startReading(ctx context.Context, argv []string) (*exec.Cmd, io.ReadCloser, *tail, error) {
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	stderr := &tail{}
+	cmd.Stderr = stderr
+	cmd.WaitDelay = 5 * time.Second
+	stdout, err := cmd.StdoutPipe()
+	if err == nil {
+		err = cmd.Start()
 	}
-	return nil
+	if err != nil {
+		return nil, nil, nil, cmdError(ctx, argv, err, stderr)
+	}
+	return cmd, stdout, stderr, nil
+}
+
+// waitFor waits for a command of startReading.
+func waitFor(ctx context.Context, cmd *exec.Cmd, argv []string, stderr *tail) error {
+	return cmdError(ctx, argv, cmd.Wait(), stderr)
+}
+
+// cmdError is the error of running argv: nil, ctx's error, or err with the last
+// line of the command's standard error.
+func cmdError(ctx context.Context, argv []string, err error, stderr *tail) error {
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("%s %s: %w", argv[0], argv[1], ctx.Err())
+	}
+	msg := fmt.Sprintf("%s %s: %v", argv[0], argv[1], err)
+	if last := stderr.lastLine(); last != "" {
+		msg += ": " + last
+	}
+	return errors.New(msg)
 }
 
 // tail keeps the last 4 KiB written to it.

@@ -230,14 +230,14 @@ func (s LocalStore) produceRecords(ctx context.Context, pr *producer, paths []st
 	var off int64
 	out := bufio.NewWriterSize(f, bufSize)
 	for _, argv := range argvs {
-		pr2, pw := io.Pipe()
-		ran := make(chan error, 1)
-		go func() {
-			err := run(ctx, argv, pw)
-			_ = pw.CloseWithError(err)
-			ran <- err
-		}()
-		src := bufio.NewReaderSize(pr2, bufSize)
+		// The export is read straight from nix-store's output pipe: a copy that
+		// reads it slower than nix-store writes it (a node that takes its time)
+		// must not lose its tail when nix-store has written everything and exited.
+		cmd, stdout, stderr, startErr := startReading(ctx, argv)
+		if startErr != nil {
+			return startErr
+		}
+		src := bufio.NewReaderSize(stdout, bufSize)
 		err := func() error {
 			for {
 				marker, err := readUint64(src)
@@ -284,14 +284,19 @@ func (s LocalStore) produceRecords(ctx context.Context, pr *producer, paths []st
 				err = fmt.Errorf("%s %s: data after the end of the export", argv[0], argv[1])
 			}
 		}
-		_ = pr2.CloseWithError(errors.New("export spool: reading stopped"))
-		runErr := <-ran
-		if err != nil {
-			// When nix-store failed, the reads got its error.
-			return err
-		}
-		if runErr != nil {
+		// Reading stopped: a nix-store that still writes ends on its closed pipe.
+		_ = stdout.Close()
+		runErr := waitFor(ctx, cmd, argv, stderr)
+		switch {
+		case err == nil:
+			if runErr != nil {
+				return runErr
+			}
+		case runErr != nil && (errors.Is(err, io.ErrUnexpectedEOF) || ctx.Err() != nil):
+			// nix-store's own words say why its output broke off.
 			return runErr
+		default:
+			return err
 		}
 	}
 	return nil
