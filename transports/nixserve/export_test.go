@@ -36,3 +36,11 @@ func SetThroughStore(s Store) func() {
 	throughStore = s
 	return func() { throughStore = old }
 }
+
+// SetForceImport makes copies use cmdImportPaths whatever the node's version; the
+// returned func restores it.
+func SetForceImport(on bool) func() {
+	old := forceImport
+	forceImport = on
+	return func() { forceImport = old }
+}

@@ -60,6 +60,10 @@ type NARInfo struct {
 	Size uint64
 }
 
+// forceImport makes every copy use cmdImportPaths: tests measure it against
+// cmdAddToStoreNar on the same nodes.
+var forceImport = false
+
 // bufSize is the buffer between the local export and the node.
 const bufSize = 64 << 10
 
@@ -177,7 +181,7 @@ func copyPaths(ctx context.Context, r io.Reader, w io.Writer, paths []string, lo
 	if cw, ok := w.(interface{ CloseWrite() error }); ok {
 		closeWrite = func() { _ = cw.CloseWrite() }
 	}
-	if version&0xff >= addToStoreNarMinorMin {
+	if version&0xff >= addToStoreNarMinorMin && !forceImport {
 		return st, sendPipelined(ctx, enc, in, missing, valid, len(closure), local, &st, closeWrite)
 	}
 	enc.uint64(cmdImportPaths)

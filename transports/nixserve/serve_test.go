@@ -137,3 +137,8 @@ func nixStoreOut(t *testing.T, args ...string) string {
 	}
 	return string(out)
 }
+
+func execOutput(name string, args ...string) (string, error) {
+	out, err := exec.Command(name, args...).Output()
+	return string(out), err
+}
