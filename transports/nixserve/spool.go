@@ -229,6 +229,16 @@ func (s LocalStore) produceRecords(ctx context.Context, pr *producer, paths []st
 	}
 	var off int64
 	out := bufio.NewWriterSize(f, bufSize)
+	// What goes to tee is buffered and passed on when nix-store has nothing more
+	// ready (its output pipe is empty) or the buffer fills: the copy reading tee
+	// then sends many small records in one write to the node, not one each (a
+	// packet per path of a closure of many small paths), and still every record
+	// nix-store has produced while it is busy with the next.
+	var teeBuf *bufio.Writer
+	if tee != nil {
+		teeBuf = bufio.NewWriterSize(tee, bufSize)
+		tee = teeBuf
+	}
 	for _, argv := range argvs {
 		// The export is read straight from nix-store's output pipe: a copy that
 		// reads it slower than nix-store writes it (a node that takes its time)
@@ -277,8 +287,16 @@ func (s LocalStore) produceRecords(ctx context.Context, pr *producer, paths []st
 					return fmt.Errorf("%s %s: %w", argv[0], argv[1], err)
 				}
 				off += *cw.n
+				if teeBuf != nil && src.Buffered() == 0 {
+					if err := teeBuf.Flush(); err != nil {
+						return err
+					}
+				}
 			}
 		}()
+		if err == nil && teeBuf != nil {
+			err = teeBuf.Flush()
+		}
 		if err == nil {
 			if _, rerr := src.ReadByte(); rerr == nil {
 				err = fmt.Errorf("%s %s: data after the end of the export", argv[0], argv[1])
@@ -354,9 +372,22 @@ func (s LocalStore) Export(ctx context.Context, paths []string, w io.Writer) err
 			_ = s.produce(pctx, pr, claimed, nil)
 		}()
 	}
+	// Records already spooled go out together, in writes of up to bufSize; what
+	// is buffered is passed on before waiting for a record still being produced.
+	bw := bufio.NewWriterSize(w, bufSize)
+	w = bw
 	for i, p := range paths {
 		for {
 			e := exports.entry(s.Command, p)
+			if e != nil {
+				select {
+				case <-e.ready:
+				default:
+					if err := bw.Flush(); err != nil {
+						return err
+					}
+				}
+			}
 			if e == nil {
 				// Its producer failed meanwhile: this Export produces what is left.
 				start(paths[i:])
@@ -382,6 +413,8 @@ func (s LocalStore) Export(ctx context.Context, paths []string, w io.Writer) err
 			break
 		}
 	}
-	_, err := w.Write(make([]byte, 8))
-	return err
+	if _, err := w.Write(make([]byte, 8)); err != nil {
+		return err
+	}
+	return bw.Flush()
 }
