@@ -84,8 +84,11 @@ func TestCopy(t *testing.T) {
 		t.Errorf("stats %+v", st)
 	}
 	checkNode(t, node, store, closure)
-	if len(node.queries) != 1 || !slices.Equal(node.queries[0], closure) || node.imports != 1 {
-		t.Errorf("%d queries (first of %d paths), %d imports; want one query of the closure, one import", len(node.queries), len(node.queries[0]), node.imports)
+	if len(node.queries) != 1 || !slices.Equal(node.queries[0], closure) || node.imports != 0 || node.adds != 42 {
+		t.Errorf("%d queries (first of %d paths), %d imports, %d cmdAddToStoreNar; want one query of the closure, one command per path", len(node.queries), len(node.queries[0]), node.imports, node.adds)
+	}
+	if store.infoCalls != 1 {
+		t.Errorf("%d NARInfos calls, want 1", store.infoCalls)
 	}
 	if !slices.Equal(store.exports[0], closure) {
 		t.Errorf("export asked for %d paths, want the closure in its order", len(store.exports[0]))
@@ -99,8 +102,8 @@ func TestCopy(t *testing.T) {
 	if want := (nixserve.Stats{Paths: 42, Missing: 0, Sent: 0, Bytes: st.Bytes}); st != want || st.Bytes > 8192 {
 		t.Errorf("second copy: stats %+v", st)
 	}
-	if len(node.queries) != 2 || node.imports != 1 || len(store.exports) != 1 {
-		t.Errorf("second copy: %d queries, %d imports, %d exports", len(node.queries), node.imports, len(store.exports))
+	if len(node.queries) != 2 || node.adds != 42 || len(store.exports) != 1 || store.infoCalls != 1 {
+		t.Errorf("second copy: %d queries, %d commands, %d exports, %d NARInfos", len(node.queries), node.adds, len(store.exports), store.infoCalls)
 	}
 
 	// Nothing asked: nothing done.
@@ -266,17 +269,23 @@ func TestCopyStreams(t *testing.T) {
 }
 
 func TestCopyNodeErrors(t *testing.T) {
+	store, root := fakeClosure(10, 100)
+	closure, _ := store.Closure(context.Background(), []string{root})
 	for name, c := range map[string]struct {
 		mutate func(*fakeNode)
 		want   string
 	}{
-		"not serve":        {func(n *fakeNode) { n.greeting = 0x1234 }, "not nix-store --serve"},
-		"old protocol":     {func(n *fakeNode) { n.version = 0x105 }, "protocol 1.5"},
-		"silent":           {func(n *fakeNode) { n.mute = true }, "did not answer the serve protocol's greeting"},
-		"dies at once":     {func(n *fakeNode) { n.dieAfter = 1 }, "greeting the node: writing to the node"},
-		"unasked answer":   {func(n *fakeNode) { n.extraValid = storePath(7, "other") }, "not asked about"},
-		"import refused":   {func(n *fakeNode) { n.ack = 2 }, "answered the import with 2"},
-		"dies on the NARs": {func(n *fakeNode) { n.dieAfter = 2000 }, "writing to the node"},
+		"not serve":      {func(n *fakeNode) { n.greeting = 0x1234 }, "not nix-store --serve"},
+		"old protocol":   {func(n *fakeNode) { n.version = 0x105 }, "protocol 1.5"},
+		"silent":         {func(n *fakeNode) { n.mute = true }, "did not answer the serve protocol's greeting"},
+		"dies at once":   {func(n *fakeNode) { n.dieAfter = 1 }, "greeting the node: writing to the node"},
+		"unasked answer": {func(n *fakeNode) { n.extraValid = storePath(7, "other") }, "not asked about"},
+		// A node of protocol 2.4 gets one cmdImportPaths.
+		"import refused":         {func(n *fakeNode) { n.ack, n.version = 2, 0x204 }, "answered the import with 2"},
+		"dies on the NARs (2.4)": {func(n *fakeNode) { n.dieAfter, n.version = 2000, 0x204 }, "writing to the node"},
+		"add refused":            {func(n *fakeNode) { n.ack = 2 }, "did not add " + closure[0] + " (0 of 12 missing paths added before it): the node answered 2, not 1"},
+		"dies on the first NAR":  {func(n *fakeNode) { n.dieAfter = 1200 }, "did not add " + closure[0] + " (0 of 12"},
+		"dies on the second NAR": {func(n *fakeNode) { n.dieAfter = 2800 }, "did not add " + closure[1] + " (1 of 12"},
 	} {
 		store, root := fakeClosure(10, 100)
 		node := newFakeNode()

@@ -29,3 +29,18 @@ func SetSpoolIdle(d time.Duration) func() {
 	spoolIdle = d
 	return func() { spoolIdle = old }
 }
+
+// SetThroughStore sets the local store of CopyThrough; the returned func restores it.
+func SetThroughStore(s Store) func() {
+	old := throughStore
+	throughStore = s
+	return func() { throughStore = old }
+}
+
+// SetForceImport makes copies use cmdImportPaths whatever the node's version; the
+// returned func restores it.
+func SetForceImport(on bool) func() {
+	old := forceImport
+	forceImport = on
+	return func() { forceImport = old }
+}

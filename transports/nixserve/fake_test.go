@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -217,6 +218,45 @@ type fakeStore struct {
 	// oneWrite makes Export hand over its whole stream in one write, as a
 	// nix-store that is ahead of the node fills its pipe.
 	oneWrite bool
+	// infos replaces a path's NAR hash and size in NARInfos's answer;
+	// infosErr fails it.
+	infos    map[string]nixserve.NARInfo
+	infosErr error
+	// infoCalls counts the NARInfos calls.
+	infoCalls int
+}
+
+// NARInfos: each path's NAR hash in hexadecimal and NAR size.
+func (s *fakeStore) NARInfos(_ context.Context, paths []string) (map[string]nixserve.NARInfo, error) {
+	s.mu.Lock()
+	s.infoCalls++
+	s.mu.Unlock()
+	if s.infosErr != nil {
+		return nil, s.infosErr
+	}
+	m := map[string]nixserve.NARInfo{}
+	for _, p := range paths {
+		fp, ok := s.paths[p]
+		if !ok {
+			return nil, fmt.Errorf("path '%s' is not valid", p)
+		}
+		if info, ok := s.infos[p]; ok {
+			m[p] = info
+			continue
+		}
+		c := &countWriter{}
+		_ = fp.writeNAR(c)
+		sum := fp.narHash()
+		m[p] = nixserve.NARInfo{Hash: hex.EncodeToString(sum[:]), Size: uint64(c.n)}
+	}
+	return m, nil
+}
+
+type countWriter struct{ n int64 }
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	c.n += int64(len(p))
+	return len(p), nil
 }
 
 var _ nixserve.Store = (*fakeStore)(nil)
@@ -326,6 +366,7 @@ type fakeNode struct {
 	resent   []string   // paths sent although valid
 	queries  [][]string // the paths of each cmdQueryValidPaths
 	imports  int        // cmdImportPaths commands
+	adds     int        // cmdAddToStoreNar commands
 
 	// dieAfter ends the node after it has read that many bytes (0: never).
 	dieAfter int64
@@ -456,6 +497,20 @@ func (n *fakeNode) serve(in io.Reader, out io.Writer) error {
 			if err := putInt(out, ack); err != nil {
 				return err
 			}
+		case 9: // cmdAddToStoreNar
+			n.mu.Lock()
+			n.adds++
+			n.mu.Unlock()
+			if err := n.addToStoreNar(in); err != nil {
+				return err
+			}
+			ack := uint64(1)
+			if n.ack != 0 {
+				ack = n.ack
+			}
+			if err := putInt(out, ack); err != nil {
+				return err
+			}
 		default:
 			return fmt.Errorf("unknown serve command %d", cmd)
 		}
@@ -523,6 +578,80 @@ func (n *fakeNode) importPaths(in io.Reader) error {
 		n.imported = append(n.imported, p)
 		n.mu.Unlock()
 	}
+}
+
+// addToStoreNar reads one cmdAddToStoreNar as opServe does (path, deriver, NAR
+// hash, references, registration time, NAR size, ultimate, signatures, content
+// address, then exactly NAR size bytes) and adds the path as LocalStore::addToStore
+// does: the NAR must have the hash and size it was announced with, and every
+// reference must be valid. A path already valid is read and dropped.
+func (n *fakeNode) addToStoreNar(in io.Reader) error {
+	p, err := getStr(in)
+	if err != nil {
+		return err
+	}
+	deriver, err := getStr(in)
+	if err != nil {
+		return err
+	}
+	hash, err := getStr(in)
+	if err != nil {
+		return err
+	}
+	refs, err := getStrs(in)
+	if err != nil {
+		return err
+	}
+	var narSize uint64
+	for i := range 3 { // registration time, NAR size, ultimate
+		v, err := getInt(in)
+		if err != nil {
+			return err
+		}
+		if i == 1 {
+			narSize = v
+		}
+	}
+	if _, err := getStrs(in); err != nil { // signatures
+		return err
+	}
+	if _, err := getStr(in); err != nil { // content address
+		return err
+	}
+	if narSize == 0 {
+		return errors.New("narInfo is too old and missing the narSize field")
+	}
+	want, err := hex.DecodeString(hash)
+	if err != nil || len(want) != 32 {
+		return fmt.Errorf("hash '%s' has wrong length for hash type 'sha256'", hash)
+	}
+	h := sha256.New()
+	sized := &countReader{r: io.TeeReader(io.LimitReader(in, int64(narSize)), h)}
+	if err := parseNAR(sized); err != nil {
+		return err
+	}
+	if uint64(sized.n) != narSize {
+		return fmt.Errorf("size mismatch importing path '%s'", p)
+	}
+	if !bytes.Equal(h.Sum(nil), want) {
+		return fmt.Errorf("hash mismatch importing path '%s'", p)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if _, ok := n.store[p]; ok {
+		n.resent = append(n.resent, p)
+		return nil
+	}
+	for _, r := range refs {
+		if _, ok := n.store[r]; !ok && r != p {
+			return fmt.Errorf("cannot add path '%s' because it references path '%s' which is not valid", p, r)
+		}
+	}
+	var sum [32]byte
+	copy(sum[:], want)
+	n.store[p] = record{narHash: sum, narSize: int64(narSize), references: refs, deriver: deriver}
+	n.imported = append(n.imported, p)
+	return nil
 }
 
 type countReader struct {

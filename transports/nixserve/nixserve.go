@@ -4,11 +4,14 @@
 // Nix, the server being nix-store.cc's opServe) over any byte stream, so it does
 // not care how the node's `nix-store --serve --write` is reached: an SSH session,
 // an Incus exec stream, a local pipe. A copy is one query of which paths of the
-// closure the node already holds (cmdQueryValidPaths), then one cmdImportPaths
-// that streams the missing paths in dependency order in the export format of
-// `nix-store --export`. The node adds each path to its store as soon as the path
-// has arrived, so a copy cut short leaves every path sent before the cut valid on
-// the node, and the next copy sends only what is still missing.
+// closure the node already holds (cmdQueryValidPaths), then the missing paths in
+// dependency order: one cmdAddToStoreNar per path, written one after the other
+// without waiting for the node's answers, which a reader collects meanwhile (a
+// node of protocol 2.5 or later: Nix 2.4 on); an older node gets them all in one
+// cmdImportPaths in the export format of `nix-store --export`. The node adds each
+// path to its store as soon as the path has arrived, so a copy cut short leaves
+// every path sent before the cut valid on the node, and the next copy sends only
+// what is still missing.
 package nixserve
 
 import (
@@ -42,7 +45,24 @@ type Store interface {
 	// after the paths it references); the records must keep to it, and must
 	// cover exactly paths. Export streams: it never holds a whole NAR.
 	Export(ctx context.Context, paths []string, w io.Writer) error
+	// NARInfos gives the NAR hash and size of each of paths as the store
+	// records them (what cmdAddToStoreNar tells the node before the NAR).
+	NARInfos(ctx context.Context, paths []string) (map[string]NARInfo, error)
 }
+
+// NARInfo is what a store records of a path's NAR.
+type NARInfo struct {
+	// Hash is the NAR's SHA-256 in a form Nix's Hash::parseAny reads with
+	// SHA-256 as the default type: 64 hexadecimal digits (as `nix-store
+	// --dump-db` prints it and Nix's own ssh store sends it), or "sha256:" and
+	// the base-32 or hexadecimal digest.
+	Hash string
+	Size uint64
+}
+
+// forceImport makes every copy use cmdImportPaths: tests measure it against
+// cmdAddToStoreNar on the same nodes.
+var forceImport = false
 
 // bufSize is the buffer between the local export and the node.
 const bufSize = 64 << 10
@@ -53,7 +73,9 @@ const bufSize = 64 << 10
 //
 // r is the node's `nix-store --serve --write` standard output and w its standard
 // input. Copy does not close w: the caller closes it afterwards, which ends the
-// remote command. A cancelled ctx stops the local export; a read from r or a write
+// remote command. When w has a method CloseWrite() error, Copy calls it once the
+// last command is written, so that the node's output ends once the node has
+// answered (or failed on) everything it was sent. A cancelled ctx stops the local export; a read from r or a write
 // to w that blocks ends when the caller closes them (as a transport does when its
 // remote command ends). The Stats are filled in as far as the copy got, also when
 // it fails.
@@ -110,7 +132,8 @@ func copyPaths(ctx context.Context, r io.Reader, w io.Writer, paths []string, lo
 		return st, err
 	}
 	st.Paths = len(closure)
-	if err := readGreeting(in); err != nil {
+	version, err := readGreeting(in)
+	if err != nil {
 		return st, err
 	}
 
@@ -149,6 +172,18 @@ func copyPaths(ctx context.Context, r io.Reader, w io.Writer, paths []string, lo
 		return st, nil
 	}
 
+	// After the last command the node's input can end (w's CloseWrite, when it
+	// has one): the node still answers every command it has read, then ends by
+	// itself. A transport may not end the remote command's output before its
+	// input has ended, so a node that fails after the last command reached it
+	// would otherwise leave the copy waiting for an answer that never comes.
+	closeWrite := func() {}
+	if cw, ok := w.(interface{ CloseWrite() error }); ok {
+		closeWrite = func() { _ = cw.CloseWrite() }
+	}
+	if version&0xff >= addToStoreNarMinorMin && !forceImport {
+		return st, sendPipelined(ctx, enc, in, missing, valid, len(closure), local, &st, closeWrite)
+	}
 	enc.uint64(cmdImportPaths)
 	if err := sendExports(ctx, enc, missing, valid, len(closure), local, &st); err != nil {
 		return st, err
@@ -157,6 +192,7 @@ func copyPaths(ctx context.Context, r io.Reader, w io.Writer, paths []string, lo
 	if err := enc.flush(); err != nil {
 		return st, fmt.Errorf("ending the import: %w", err)
 	}
+	closeWrite()
 	ack, err := readUint64(in)
 	if err != nil {
 		return st, fmt.Errorf("the node did not confirm the import: %w", noEOF(err))
@@ -167,22 +203,24 @@ func copyPaths(ctx context.Context, r io.Reader, w io.Writer, paths []string, lo
 	return st, nil
 }
 
-func readGreeting(in io.Reader) error {
+// readGreeting reads the node's answer to the greeting and gives the node's
+// protocol version.
+func readGreeting(in io.Reader) (uint64, error) {
 	magic, err := readUint64(in)
 	if err != nil {
-		return fmt.Errorf("the node did not answer the serve protocol's greeting: %w", noEOF(err))
+		return 0, fmt.Errorf("the node did not answer the serve protocol's greeting: %w", noEOF(err))
 	}
 	if magic != serveMagic2 {
-		return fmt.Errorf("the node answered the greeting with %#x: not nix-store --serve", magic)
+		return 0, fmt.Errorf("the node answered the greeting with %#x: not nix-store --serve", magic)
 	}
 	version, err := readUint64(in)
 	if err != nil {
-		return fmt.Errorf("the node's serve protocol version: %w", noEOF(err))
+		return 0, fmt.Errorf("the node's serve protocol version: %w", noEOF(err))
 	}
 	if version&0xff00 != clientVersion&0xff00 {
-		return fmt.Errorf("the node's nix-store --serve speaks protocol %d.%d, not 2.x", version>>8, version&0xff)
+		return 0, fmt.Errorf("the node's nix-store --serve speaks protocol %d.%d, not 2.x", version>>8, version&0xff)
 	}
-	return nil
+	return version, nil
 }
 
 // sendExports streams the local export of missing into the import, checking each

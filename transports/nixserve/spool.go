@@ -41,6 +41,19 @@ type spool struct {
 	size    int64 // bytes of the records in files
 	users   int   // Exports running
 	idle    *time.Timer
+	// infos holds the NAR hashes asked (LocalStore.NARInfos); it is emptied
+	// with the records, which were exported under the same hashes.
+	infos *onceCache[map[string]NARInfo]
+}
+
+// narInfos is the cache of NAR hashes that goes with the records spooled now.
+func (sp *spool) narInfos() *onceCache[map[string]NARInfo] {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if sp.infos == nil {
+		sp.infos = &onceCache[map[string]NARInfo]{}
+	}
+	return sp.infos
 }
 
 // spoolEntry is one path's record (the export format's NAR and trailer, without
@@ -100,7 +113,7 @@ func (sp *spool) empty() {
 	for _, f := range sp.files {
 		_ = f.Close()
 	}
-	sp.files, sp.entries, sp.size, sp.idle = nil, nil, 0, nil
+	sp.files, sp.entries, sp.size, sp.idle, sp.infos = nil, nil, 0, nil, nil
 }
 
 // claim makes the caller the producer of the paths that have no entry and
@@ -216,15 +229,25 @@ func (s LocalStore) produceRecords(ctx context.Context, pr *producer, paths []st
 	}
 	var off int64
 	out := bufio.NewWriterSize(f, bufSize)
+	// What goes to tee is buffered and passed on when nix-store has nothing more
+	// ready (its output pipe is empty) or the buffer fills: the copy reading tee
+	// then sends many small records in one write to the node, not one each (a
+	// packet per path of a closure of many small paths), and still every record
+	// nix-store has produced while it is busy with the next.
+	var teeBuf *bufio.Writer
+	if tee != nil {
+		teeBuf = bufio.NewWriterSize(tee, bufSize)
+		tee = teeBuf
+	}
 	for _, argv := range argvs {
-		pr2, pw := io.Pipe()
-		ran := make(chan error, 1)
-		go func() {
-			err := run(ctx, argv, pw)
-			_ = pw.CloseWithError(err)
-			ran <- err
-		}()
-		src := bufio.NewReaderSize(pr2, bufSize)
+		// The export is read straight from nix-store's output pipe: a copy that
+		// reads it slower than nix-store writes it (a node that takes its time)
+		// must not lose its tail when nix-store has written everything and exited.
+		cmd, stdout, stderr, startErr := startReading(ctx, argv)
+		if startErr != nil {
+			return startErr
+		}
+		src := bufio.NewReaderSize(stdout, bufSize)
 		err := func() error {
 			for {
 				marker, err := readUint64(src)
@@ -264,21 +287,34 @@ func (s LocalStore) produceRecords(ctx context.Context, pr *producer, paths []st
 					return fmt.Errorf("%s %s: %w", argv[0], argv[1], err)
 				}
 				off += *cw.n
+				if teeBuf != nil && src.Buffered() == 0 {
+					if err := teeBuf.Flush(); err != nil {
+						return err
+					}
+				}
 			}
 		}()
+		if err == nil && teeBuf != nil {
+			err = teeBuf.Flush()
+		}
 		if err == nil {
 			if _, rerr := src.ReadByte(); rerr == nil {
 				err = fmt.Errorf("%s %s: data after the end of the export", argv[0], argv[1])
 			}
 		}
-		_ = pr2.CloseWithError(errors.New("export spool: reading stopped"))
-		runErr := <-ran
-		if err != nil {
-			// When nix-store failed, the reads got its error.
-			return err
-		}
-		if runErr != nil {
+		// Reading stopped: a nix-store that still writes ends on its closed pipe.
+		_ = stdout.Close()
+		runErr := waitFor(ctx, cmd, argv, stderr)
+		switch {
+		case err == nil:
+			if runErr != nil {
+				return runErr
+			}
+		case runErr != nil && (errors.Is(err, io.ErrUnexpectedEOF) || ctx.Err() != nil):
+			// nix-store's own words say why its output broke off.
 			return runErr
+		default:
+			return err
 		}
 	}
 	return nil
@@ -336,9 +372,22 @@ func (s LocalStore) Export(ctx context.Context, paths []string, w io.Writer) err
 			_ = s.produce(pctx, pr, claimed, nil)
 		}()
 	}
+	// Records already spooled go out together, in writes of up to bufSize; what
+	// is buffered is passed on before waiting for a record still being produced.
+	bw := bufio.NewWriterSize(w, bufSize)
+	w = bw
 	for i, p := range paths {
 		for {
 			e := exports.entry(s.Command, p)
+			if e != nil {
+				select {
+				case <-e.ready:
+				default:
+					if err := bw.Flush(); err != nil {
+						return err
+					}
+				}
+			}
 			if e == nil {
 				// Its producer failed meanwhile: this Export produces what is left.
 				start(paths[i:])
@@ -364,6 +413,8 @@ func (s LocalStore) Export(ctx context.Context, paths []string, w io.Writer) err
 			break
 		}
 	}
-	_, err := w.Write(make([]byte, 8))
-	return err
+	if _, err := w.Write(make([]byte, 8)); err != nil {
+		return err
+	}
+	return bw.Flush()
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 
 	"github.com/switchyard-nix/switchyard/transports/stream"
@@ -13,6 +14,9 @@ import (
 // ServeArgv is the node's side of a copy: Nix's serve protocol on its standard
 // input and output, with the right to add paths.
 var ServeArgv = []string{"nix-store", "--serve", "--write"}
+
+// throughStore is the local store of CopyThrough; tests replace it.
+var throughStore Store = LocalStore{}
 
 // errServeEnded is what a copy's writes get once the remote command has ended.
 var errServeEnded = errors.New("nix-store --serve on the node has ended")
@@ -52,9 +56,10 @@ func CopyThrough(ctx context.Context, run RunFunc, paths []string, wrap func(io.
 	if wrap != nil {
 		w = wrap(w)
 	}
+	w = halfCloser{w, stdinW}
 	// The greeting goes out before any local work: a node that cannot be
 	// reached, or is refused, fails the copy before the closure is computed.
-	st, copyErr := Copy(ctx, stdoutR, w, paths, LocalStore{})
+	st, copyErr := Copy(ctx, stdoutR, w, paths, throughStore)
 	// End of input: the node's nix-store ends, after the last command or, when
 	// the copy broke off, in the middle of a path, which it then drops.
 	_ = stdinW.Close()
@@ -69,11 +74,16 @@ func CopyThrough(ctx context.Context, run RunFunc, paths []string, wrap func(io.
 		return st, fmt.Errorf("copy: %w", res.err)
 	case res.code != 0:
 		msg := fmt.Sprintf("nix-store --serve on the node exited %d", res.code)
-		if last := stderr.LastLine(); last != "" {
+		if last := nodeWords(stderr.String()); last != "" {
 			msg += ": " + last
 		}
 		if copyErr == nil || errors.Is(copyErr, errServeEnded) {
-			// The node's side ended the copy: its words say why.
+			// The node's side ended the copy: its words say why, and where its
+			// answers stopped says which path it failed on.
+			var ae *AddError
+			if errors.As(copyErr, &ae) {
+				return st, fmt.Errorf("copy: adding %s: %s (%d of %d missing paths added before it)", ae.Path, msg, ae.Added, ae.Missing)
+			}
 			return st, fmt.Errorf("copy: %s (%d of %d missing paths sent)", msg, st.Sent, st.Missing)
 		}
 		return st, fmt.Errorf("copy: %w (%s)", copyErr, msg)
@@ -102,4 +112,30 @@ func (l *Last) Get() Stats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.st
+}
+
+// halfCloser is the node's input as Copy writes it: CloseWrite ends it once the
+// last command is written.
+type halfCloser struct {
+	io.Writer
+	c io.Closer
+}
+
+func (h halfCloser) CloseWrite() error { return h.c.Close() }
+
+// nodeWords is what the node's nix-store said last, on one line: its last
+// "error:" and the lines after it (Nix spreads one error over several, as in
+// "hash mismatch importing path ...; specified: ...; got: ..."), or its last line.
+func nodeWords(stderr string) string {
+	lines := strings.Split(stderr, "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if strings.HasPrefix(strings.TrimSpace(lines[i]), "error:") {
+			words := strings.Join(strings.Fields(strings.Join(lines[i:], " ")), " ")
+			if len(words) > 1024 {
+				words = words[:1024] + "..."
+			}
+			return words
+		}
+	}
+	return stream.LastLine(stderr)
 }

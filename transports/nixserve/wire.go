@@ -16,11 +16,18 @@ const (
 	serveMagic1 = 0x390c9deb // client greeting
 	serveMagic2 = 0x5452eecb // server greeting
 	// clientVersion is the protocol version this client speaks (2.6). It only uses
-	// commands that are the same in every 2.x version.
+	// commands that are the same in every 2.x version that has them; the server
+	// answers every command the same whatever version the client gives.
 	clientVersion = 0x206
 
 	cmdQueryValidPaths = 1
 	cmdImportPaths     = 4
+	// cmdAddToStoreNar adds one path from its NAR, told its hash and size first
+	// (opServe in nix-store.cc). A server of protocol 2.5 or later has it
+	// (legacy-ssh-store.cc's addToStore makes the same choice); an older one
+	// gets cmdImportPaths.
+	cmdAddToStoreNar      = 9
+	addToStoreNarMinorMin = 5
 
 	// exportMagic follows a path's NAR in the export format.
 	exportMagic = 0x4558494e

@@ -4,9 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"io"
+	"maps"
+	"os"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -112,19 +116,23 @@ var (
 type scripted struct {
 	closure []string
 	export  []byte
+	infos   map[string]NARInfo
 }
 
 func (s scripted) Closure(context.Context, []string) ([]string, error) { return s.closure, nil }
+func (s scripted) NARInfos(context.Context, []string) (map[string]NARInfo, error) {
+	return s.infos, nil
+}
 func (s scripted) Export(_ context.Context, _ []string, w io.Writer) error {
 	_, err := w.Write(s.export)
 	return err
 }
 
-// TestCopyBytes runs Copy against fixed answers of a node and compares every byte
-// it writes.
+// TestCopyBytes runs Copy against fixed answers of a node of protocol 2.4 (Nix
+// before 2.4, without cmdAddToStoreNar) and compares every byte it writes.
 func TestCopyBytes(t *testing.T) {
 	greeting := "eb9d0c39 00000000 06020000 00000000"
-	answer := "cbee5254 00000000 07020000 00000000"
+	answer := "cbee5254 00000000 04020000 00000000"
 	query := "01000000 00000000 01000000 00000000 00000000 00000000 01000000 00000000" + wireString(pathA)
 	store := scripted{closure: []string{pathA}, export: unhex(t, "01000000 00000000"+recordHi+"00000000 00000000")}
 
@@ -166,6 +174,174 @@ func TestCopyBytes(t *testing.T) {
 	}
 	if !bytes.Equal(out.Bytes(), want) {
 		t.Errorf("with a signature: wrote\n% x\nwant\n% x", out.Bytes(), want)
+	}
+}
+
+// goldenAdds reads testdata/nix-copy-closure-2.8.in, what Nix 2.8's own
+// nix-copy-closure wrote to `nix-store --serve --write` (recorded through an ssh
+// stand-in) to copy testdata/golden.nix's two paths to an empty store: its
+// greeting, cmdQueryValidPaths, then a cmdAddToStoreNar per path. It gives the
+// cmdAddToStoreNar commands with their registration times zeroed: Nix sends the
+// time the path became valid here, this client 0 (the node's clock).
+func goldenAdds(t *testing.T) []byte {
+	t.Helper()
+	b, err := os.ReadFile("testdata/nix-copy-closure-2.8.in")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := bytes.NewReader(b)
+	must := func(err error) {
+		if err != nil {
+			t.Fatalf("golden: %v", err)
+		}
+	}
+	for range 3 { // greeting, version, cmdQueryValidPaths
+		_, err := readUint64(r)
+		must(err)
+	}
+	for range 2 { // lock, substitute
+		_, err := readUint64(r)
+		must(err)
+	}
+	_, err = readStrings(r, 2, maxToken)
+	must(err)
+	start := len(b) - r.Len()
+	adds := slices.Clone(b[start:])
+	for r.Len() > 0 {
+		cmd, err := readUint64(r)
+		must(err)
+		if cmd != cmdAddToStoreNar {
+			t.Fatalf("golden: command %d", cmd)
+		}
+		for range 3 { // path, deriver, hash
+			_, err := readString(r, maxToken)
+			must(err)
+		}
+		_, err = readStrings(r, 2, maxToken)
+		must(err)
+		clear(adds[len(b)-r.Len()-start:][:8]) // registration time
+		_, err = readUint64(r)
+		must(err)
+		size, err := readUint64(r)
+		must(err)
+		_, err = readUint64(r) // ultimate
+		must(err)
+		_, err = readStrings(r, 0, maxToken)
+		must(err)
+		_, err = readString(r, maxToken)
+		must(err)
+		_, err = r.Seek(int64(size), io.SeekCurrent)
+		must(err)
+	}
+	return adds
+}
+
+// TestCopyBytesAddToStoreNar: against a node of protocol 2.7 (Nix 2.8), Copy
+// writes each missing path as Nix 2.8's nix-copy-closure does, byte for byte
+// (registration time aside), from the local export of testdata/golden.nix's
+// paths and their `nix-store --dump-db` records (both recorded here).
+func TestCopyBytesAddToStoreNar(t *testing.T) {
+	leaf := "/nix/store/ah8xhqlliqggpk56g9q28wkpk9xk07gc-sy-golden-leaf"
+	top := "/nix/store/4dwv2cyhvcl2g09mbcvxk9q0jn78va2v-sy-golden-top"
+	export, err := os.ReadFile("testdata/golden.export")
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := os.ReadFile("testdata/golden.dump-db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	infos := map[string]NARInfo{}
+	if err := readDumpDB(string(db), infos); err != nil {
+		t.Fatal(err)
+	}
+	store := scripted{closure: []string{leaf, top}, export: export, infos: infos}
+	greeting := "eb9d0c39 00000000 06020000 00000000"
+	query := "01000000 00000000 01000000 00000000 00000000 00000000 02000000 00000000" + wireString(leaf) + wireString(top)
+	// The node: protocol 2.7, holds neither, adds both.
+	in := unhex(t, "cbee5254 00000000 07020000 00000000"+"00000000 00000000"+"01000000 00000000 01000000 00000000")
+	var out bytes.Buffer
+	st, err := Copy(context.Background(), bytes.NewReader(in), &out, []string{top}, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := append(unhex(t, greeting+query), goldenAdds(t)...)
+	if !bytes.Equal(out.Bytes(), want) {
+		t.Errorf("wrote\n% x\nwant\n% x", out.Bytes(), want)
+	}
+	if want := (Stats{Paths: 2, Missing: 2, Sent: 2, Bytes: int64(len(want))}); st != want {
+		t.Errorf("stats %+v, want %+v", st, want)
+	}
+
+	// The node answers the first path and ends: the copy names the second.
+	in = unhex(t, "cbee5254 00000000 07020000 00000000"+"00000000 00000000"+"01000000 00000000")
+	_, err = Copy(context.Background(), bytes.NewReader(in), io.Discard, []string{top}, store)
+	var ae *AddError
+	if !errors.As(err, &ae) || ae.Path != top || ae.Added != 1 || ae.Missing != 2 || !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Errorf("node ended after the first path: %v", err)
+	}
+
+	// A store whose record of a NAR's size differs from its export: nothing of
+	// that path goes out.
+	infos[leaf] = NARInfo{Hash: infos[leaf].Hash, Size: infos[leaf].Size + 8}
+	in = unhex(t, "cbee5254 00000000 07020000 00000000"+"00000000 00000000")
+	out.Reset()
+	_, err = Copy(context.Background(), bytes.NewReader(in), &out, []string{top}, store)
+	if err == nil || !strings.Contains(err.Error(), "the NAR of "+leaf+" has 120 bytes, the store records 128") {
+		t.Errorf("size differs: %v", err)
+	}
+	if !bytes.Equal(out.Bytes(), unhex(t, greeting+query)) {
+		t.Errorf("size differs: wrote % x", out.Bytes())
+	}
+}
+
+// TestCopyProtocolChoice: a node of protocol 2.5 or later gets cmdAddToStoreNar,
+// an older one cmdImportPaths (as Nix's own ssh store chooses).
+func TestCopyProtocolChoice(t *testing.T) {
+	for version, want := range map[string]uint64{"04020000": cmdImportPaths, "05020000": cmdAddToStoreNar, "07020000": cmdAddToStoreNar, "ff020000": cmdAddToStoreNar} {
+		store := scripted{closure: []string{pathA}, export: unhex(t, "01000000 00000000"+recordHi+"00000000 00000000"),
+			infos: map[string]NARInfo{pathA: {Hash: strings.Repeat("0", 64), Size: uint64(len(unhex(t, narHi)))}}}
+		in := unhex(t, "cbee5254 00000000 "+version+" 00000000"+"00000000 00000000"+"01000000 00000000")
+		var out bytes.Buffer
+		if _, err := Copy(context.Background(), bytes.NewReader(in), &out, []string{pathA}, store); err != nil {
+			t.Fatalf("protocol %s: %v", version, err)
+		}
+		cmd := binary.LittleEndian.Uint64(out.Bytes()[len(unhex(t, "eb9d0c39 00000000 06020000 00000000 01000000 00000000 01000000 00000000 00000000 00000000 01000000 00000000"+wireString(pathA))):])
+		if cmd != want {
+			t.Errorf("protocol %s: command %d, want %d", version, cmd, want)
+		}
+	}
+}
+
+// TestReadDumpDB: the records of `nix-store --dump-db`, and what is refused.
+func TestReadDumpDB(t *testing.T) {
+	db, err := os.ReadFile("testdata/golden.dump-db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	infos := map[string]NARInfo{}
+	if err := readDumpDB(string(db), infos); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]NARInfo{
+		"/nix/store/ah8xhqlliqggpk56g9q28wkpk9xk07gc-sy-golden-leaf": {Hash: "10551daed7fa467d0b58826e7eb9a0f2af7d693de319f2ef775fffcda244b9f6", Size: 120},
+		"/nix/store/4dwv2cyhvcl2g09mbcvxk9q0jn78va2v-sy-golden-top":  {Hash: "308f9849a65996cb6e5260313a236241670c9559b744b0c3beae4f3af0634d2b", Size: 592},
+	}
+	if !maps.Equal(infos, want) {
+		t.Errorf("got %v, want %v", infos, want)
+	}
+	lines := strings.Split(string(db), "\n")
+	for name, bad := range map[string]string{
+		"cut short":   strings.Join(lines[:3], "\n"),
+		"bad hash":    strings.Replace(string(db), "10551dae", "10551dxe", 1),
+		"base32 hash": strings.Replace(string(db), "10551daed7fa467d0b58826e7eb9a0f2af7d693de319f2ef775fffcda244b9f6", "sha256:071kygcjzm80c4hrkb0apkw4nvcfirvwnsbp585ps081jz3k13l3", 1),
+		"bad size":    strings.Replace(string(db), "\n120\n", "\n12x\n", 1),
+		"bad path":    strings.Replace(string(db), "/nix/store/ah8x", "nix/store/ah8x", 1),
+		"refs beyond": strings.Replace(string(db), "drv\n1\n", "drv\n2\n", 1),
+	} {
+		if err := readDumpDB(bad, map[string]NARInfo{}); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
 	}
 }
 

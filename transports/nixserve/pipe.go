@@ -1,0 +1,324 @@
+package nixserve
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+)
+
+// The pipelined copy (issue 14 item 4): one cmdAddToStoreNar per missing path,
+// written one after another without waiting for the node's answer to each. A
+// node of Nix 2.8 spends about half the CPU on a path added from its NAR that it
+// spends on the same path in cmdImportPaths (whose importPaths holds each NAR in
+// memory, then parses and hashes it twice), and the node's CPU is what a copy is
+// bounded by on shared cores.
+//
+// opServe reads the command's fields (path, deriver, NAR hash, references,
+// registration time, NAR size, ultimate, signatures, content address), then
+// exactly the NAR's size of bytes, adds the path (LocalStore::addToStore with
+// NoCheckSigs: the node's trust is in who may run nix-store --serve --write, as
+// for cmdImportPaths), and answers 1. A reference that is not valid on the node
+// fails the path, so paths go in dependency order. A failure ends nix-store: its
+// error is on its standard error, and its output ends where its answers stop,
+// which names the path it failed on.
+//
+// The NAR's hash and size must precede it, but the export format gives a path's
+// name only after its NAR: each NAR is held (in memory up to narMemory, the rest
+// in an unlinked temporary file) until its record's trailer names it, and then
+// sent. The hashes and sizes come from the local store's database, one query for
+// all missing paths (Store.NARInfos), asked while the export starts.
+
+// narMemory bounds the part of one NAR a copy holds in memory; a longer NAR
+// goes to a temporary file. A variable for tests.
+var narMemory = 1 << 20
+
+// ackWait bounds how long a copy whose write to the node failed waits for the
+// node's last answers, which tell the path it failed on.
+const ackWait = 5 * time.Second
+
+// AddError is a path the node did not add: it answered the paths before it and
+// then ended, or answered this one with something other than success.
+type AddError struct {
+	Path    string
+	Added   int // missing paths the node confirmed before this one
+	Missing int
+	Err     error
+}
+
+func (e *AddError) Error() string {
+	return fmt.Sprintf("the node did not add %s (%d of %d missing paths added before it): %v", e.Path, e.Added, e.Missing, e.Err)
+}
+
+func (e *AddError) Unwrap() error { return e.Err }
+
+type infosResult struct {
+	infos map[string]NARInfo
+	err   error
+}
+
+// sendPipelined adds missing to the node with one cmdAddToStoreNar each, in the
+// local export's order (every path after the paths it references), and returns
+// once the node has confirmed every one.
+func sendPipelined(ctx context.Context, enc *encoder, in io.Reader, missing []string, valid map[string]bool, maxRefs int, local Store, st *Stats, closeWrite func()) error {
+	ectx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	infos := make(chan infosResult, 1)
+	go func() {
+		m, err := local.NARInfos(ectx, missing)
+		infos <- infosResult{m, err}
+	}()
+	pr, pw := io.Pipe()
+	exported := make(chan error, 1)
+	go func() {
+		err := local.Export(ectx, missing, pw)
+		_ = pw.CloseWithError(err)
+		exported <- err
+	}()
+	// The node's answers, one per path, are read as they come: the node never
+	// waits to write one, and the client never waits for one before the next
+	// path. sent tells the reader which path each answer is of.
+	sent := make(chan string, len(missing))
+	acked := make(chan error, 1)
+	go func() { acked <- readAcks(in, sent, len(missing)) }()
+
+	current, err := forwardNARs(ctx, bufio.NewReaderSize(pr, bufSize), enc, missing, valid, maxRefs, infos, sent, st)
+	close(sent)
+	if err != nil {
+		cancel()
+		_ = pr.CloseWithError(errors.New("copy aborted"))
+		var we *writeError
+		if errors.As(err, &we) {
+			// The node's input is closed: it has ended. Where its answers stop
+			// tells the path it failed on; a node that answered every path sent
+			// in full failed on the one being written.
+			select {
+			case ackErr := <-acked:
+				if ackErr != nil {
+					err = ackErr
+				} else if current != "" {
+					err = &AddError{Path: current, Added: st.Sent, Missing: len(missing), Err: err}
+				}
+			case <-time.After(ackWait):
+			case <-ctx.Done():
+			}
+		}
+	}
+	// A failed export shows in err already: its reads returned the export's error.
+	if exportErr := <-exported; err == nil && exportErr != nil {
+		err = fmt.Errorf("local export: %w", exportErr)
+	}
+	if err != nil {
+		return err
+	}
+	closeWrite()
+	select {
+	case err := <-acked:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// readAcks reads the node's answer to each path sent, in order, until sent is
+// closed.
+func readAcks(in io.Reader, sent <-chan string, missing int) error {
+	added := 0
+	for p := range sent {
+		ack, err := readUint64(in)
+		if err != nil {
+			return &AddError{Path: p, Added: added, Missing: missing, Err: noEOF(err)}
+		}
+		if ack != 1 {
+			return &AddError{Path: p, Added: added, Missing: missing, Err: fmt.Errorf("the node answered %d, not 1", ack)}
+		}
+		added++
+	}
+	return nil
+}
+
+// forwardNARs turns the local export's records into cmdAddToStoreNar commands,
+// checking each before it goes out: a path that was asked for, once, after every
+// path it references, whose NAR has the size the store records. It gives the
+// path whose command was being written when it failed ("" between commands).
+func forwardNARs(ctx context.Context, src *bufio.Reader, enc *encoder, missing []string, valid map[string]bool, maxRefs int, infosCh <-chan infosResult, sent chan<- string, st *Stats) (string, error) {
+	done := make(map[string]bool, len(missing))
+	asked := make(map[string]bool, len(missing))
+	for _, p := range missing {
+		asked[p] = true
+	}
+	var infos map[string]NARInfo
+	nar := &narBuffer{limit: narMemory}
+	defer nar.close()
+	for {
+		if err := ctx.Err(); err != nil {
+			return "", err
+		}
+		marker, err := readUint64(src)
+		if err != nil {
+			return "", fmt.Errorf("local export: %w", noEOF(err))
+		}
+		if marker == 0 {
+			break
+		}
+		if marker != 1 {
+			return "", fmt.Errorf("local export: %d where 1 or 0 belongs", marker)
+		}
+		nar.reset()
+		if err := forwardNAR(src, nar); err != nil {
+			return "", fmt.Errorf("local export: %w", err)
+		}
+		t, err := readTrailer(src, maxRefs)
+		if err != nil {
+			return "", fmt.Errorf("local export: %w", err)
+		}
+		if !asked[t.Path] || done[t.Path] {
+			return "", fmt.Errorf("local export: %s was not asked for or comes twice", clip(t.Path))
+		}
+		for _, ref := range t.References {
+			if ref != t.Path && !valid[ref] && !done[ref] {
+				return "", fmt.Errorf("local export: %s comes before its reference %s", t.Path, clip(ref))
+			}
+		}
+		if infos == nil {
+			select {
+			case r := <-infosCh:
+				if r.err != nil {
+					return "", fmt.Errorf("NAR hashes of the local store: %w", r.err)
+				}
+				infos = r.infos
+				if infos == nil {
+					infos = map[string]NARInfo{}
+				}
+			case <-ctx.Done():
+				return "", ctx.Err()
+			}
+		}
+		info, ok := infos[t.Path]
+		if !ok {
+			return "", fmt.Errorf("local store: no NAR hash of %s", t.Path)
+		}
+		if info.Size != uint64(nar.n) {
+			return "", fmt.Errorf("local store: the NAR of %s has %d bytes, the store records %d", t.Path, nar.n, info.Size)
+		}
+		writeAddToStoreNar(enc, t, info)
+		if enc.err != nil {
+			return t.Path, enc.err
+		}
+		if err := nar.writeTo(enc.w); err != nil {
+			enc.err = err
+			return t.Path, exportOrWriteErr(err)
+		}
+		done[t.Path] = true
+		st.Sent++
+		sent <- t.Path
+		// As in the import: what is buffered goes out when the buffer fills, or
+		// here when the local export has nothing more ready.
+		if src.Buffered() == 0 {
+			if err := enc.flush(); err != nil {
+				return "", err
+			}
+		}
+	}
+	switch _, err := src.ReadByte(); {
+	case err == nil:
+		return "", errors.New("local export: data after its end")
+	case err != io.EOF:
+		return "", fmt.Errorf("local export: %w", err)
+	}
+	if st.Sent != len(missing) {
+		for _, p := range missing {
+			if !done[p] {
+				return "", fmt.Errorf("local export: %d of %d paths left out, %s among them", len(missing)-st.Sent, len(missing), p)
+			}
+		}
+	}
+	return "", enc.flush()
+}
+
+// writeAddToStoreNar writes a cmdAddToStoreNar command up to its NAR: path,
+// deriver, NAR hash, references, registration time (0: the node's clock), NAR
+// size, ultimate (0: not built here for the node), signatures (none: the node
+// does not check them), content address (none).
+func writeAddToStoreNar(e *encoder, t trailer, info NARInfo) {
+	e.uint64(cmdAddToStoreNar)
+	e.string(t.Path)
+	e.string(t.Deriver)
+	e.string(info.Hash)
+	e.strings(t.References)
+	e.uint64(0)
+	e.uint64(info.Size)
+	e.uint64(0)
+	e.strings(nil)
+	e.string("")
+}
+
+// narBuffer holds one NAR: in memory up to limit bytes, beyond that in an
+// unlinked temporary file that is reused for every longer NAR of a copy.
+type narBuffer struct {
+	limit   int
+	mem     []byte
+	f       *os.File
+	fw      *bufio.Writer
+	spilled bool
+	n       int64
+}
+
+func (b *narBuffer) reset() {
+	b.mem, b.spilled, b.n = b.mem[:0], false, 0
+}
+
+func (b *narBuffer) Write(p []byte) (int, error) {
+	if !b.spilled && len(b.mem)+len(p) <= b.limit {
+		b.mem = append(b.mem, p...)
+		b.n += int64(len(p))
+		return len(p), nil
+	}
+	if !b.spilled {
+		if b.f == nil {
+			f, err := os.CreateTemp(spoolDir, "switchyard-nar-*")
+			if err != nil {
+				return 0, fmt.Errorf("NAR buffer: %w", err)
+			}
+			_ = os.Remove(f.Name())
+			b.f, b.fw = f, bufio.NewWriterSize(f, bufSize)
+		}
+		if _, err := b.f.Seek(0, io.SeekStart); err != nil {
+			return 0, fmt.Errorf("NAR buffer: %w", err)
+		}
+		b.fw.Reset(b.f)
+		if _, err := b.fw.Write(b.mem); err != nil {
+			return 0, fmt.Errorf("NAR buffer: %w", err)
+		}
+		b.mem, b.spilled = b.mem[:0], true
+	}
+	k, err := b.fw.Write(p)
+	b.n += int64(k)
+	if err != nil {
+		return k, fmt.Errorf("NAR buffer: %w", err)
+	}
+	return k, nil
+}
+
+// writeTo writes the NAR held to w.
+func (b *narBuffer) writeTo(w io.Writer) error {
+	if !b.spilled {
+		_, err := w.Write(b.mem)
+		return err
+	}
+	if err := b.fw.Flush(); err != nil {
+		return fmt.Errorf("NAR buffer: %w", err)
+	}
+	_, err := io.Copy(w, io.NewSectionReader(b.f, 0, b.n))
+	return err
+}
+
+func (b *narBuffer) close() {
+	if b.f != nil {
+		_ = b.f.Close()
+	}
+}
