@@ -8,11 +8,10 @@ package main
 // phase events, stamped as they arrive).
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
+	"github.com/switchyard-nix/switchyard/testbed"
 	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -35,27 +34,10 @@ type nodeCPU struct {
 	ok      bool                     // the cgroups could be read
 }
 
-// cgroupUsage reads an Incus container's CPU time in ns: cgroup v1's cpuacct, else
-// v2's cpu.stat.
+// cgroupUsage is an Incus container's CPU time in ns (testbed.InstanceCPU).
 func cgroupUsage(instance string) (int64, bool) {
-	name := "lxc.payload." + instance
-	if b, err := os.ReadFile(filepath.Join("/sys/fs/cgroup/cpuacct", name, "cpuacct.usage")); err == nil {
-		n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-		return n, err == nil
-	}
-	f, err := os.Open(filepath.Join("/sys/fs/cgroup", name, "cpu.stat"))
-	if err != nil {
-		return 0, false
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "usage_usec "); ok {
-			n, err := strconv.ParseInt(v, 10, 64)
-			return n * 1000, err == nil
-		}
-	}
-	return 0, false
+	d, ok := testbed.InstanceCPU(instance)
+	return int64(d), ok
 }
 
 // machineTimes is /proc/stat's first line: busy (all but idle and iowait) and total,

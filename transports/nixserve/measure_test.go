@@ -1,11 +1,9 @@
 package nixserve_test
 
 import (
-	"bufio"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,33 +12,14 @@ import (
 	"github.com/switchyard-nix/switchyard/transports/nixserve"
 )
 
-// nodeCPU reads an Incus container's CPU time (cgroup v1's cpuacct, else v2's
-// cpu.stat), as bench/nodecpu.go does.
+// nodeCPU is the node container's CPU time so far (testbed.InstanceCPU).
 func nodeCPU(t *testing.T, instance string) time.Duration {
 	t.Helper()
-	name := "lxc.payload." + instance
-	if b, err := os.ReadFile(filepath.Join("/sys/fs/cgroup/cpuacct", name, "cpuacct.usage")); err == nil {
-		n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-		if err == nil {
-			return time.Duration(n)
-		}
+	d, ok := testbed.InstanceCPU(instance)
+	if !ok {
+		t.Fatalf("cgroup of %s: no CPU usage", instance)
 	}
-	f, err := os.Open(filepath.Join("/sys/fs/cgroup", name, "cpu.stat"))
-	if err != nil {
-		t.Fatalf("cgroup of %s: %v", instance, err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "usage_usec "); ok {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err == nil {
-				return time.Duration(n) * time.Microsecond
-			}
-		}
-	}
-	t.Fatalf("cgroup of %s: no usage", instance)
-	return 0
+	return d
 }
 
 func median(ds []time.Duration) time.Duration {
