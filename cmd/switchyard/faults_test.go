@@ -1,12 +1,8 @@
 package main_test
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
-	"os"
-	"os/exec"
 	"sort"
 	"strings"
 	"syscall"
@@ -37,46 +33,7 @@ func faultSlot(t *testing.T) {
 // laptop dies.
 func startFault(t *testing.T, env []string, args ...string) *bgRun {
 	t.Helper()
-	b := &bgRun{seen: make(chan struct{}, 1), done: make(chan struct{})}
-	b.cmd = exec.Command(binary, args...)
-	b.cmd.Env = append(append(os.Environ(), fastEnv...), env...)
-	b.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	b.cmd.Stderr = &b.stderr
-	pipe, err := b.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		sc := bufio.NewScanner(pipe)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			var e map[string]any
-			_ = json.Unmarshal(sc.Bytes(), &e)
-			b.mu.Lock()
-			b.stdout.Write(sc.Bytes())
-			b.stdout.WriteByte('\n')
-			b.events = append(b.events, e)
-			b.mu.Unlock()
-			select {
-			case b.seen <- struct{}{}:
-			default:
-			}
-		}
-		b.err = b.cmd.Wait()
-		close(b.done)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-b.done:
-		default:
-			_ = syscall.Kill(-b.cmd.Process.Pid, syscall.SIGKILL)
-			<-b.done
-		}
-	})
-	return b
+	return startBackground(t, true, env, args...)
 }
 
 // killGroup SIGKILLs the run's process group and waits for its end.

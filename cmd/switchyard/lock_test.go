@@ -36,9 +36,17 @@ type bgRun struct {
 // startSwitchyard starts the binary with env and args (which must ask for JSON).
 func startSwitchyard(t *testing.T, env []string, args ...string) *bgRun {
 	t.Helper()
+	return startBackground(t, false, env, args...)
+}
+
+// startBackground starts the binary in the background; group puts it in a process
+// group of its own, so that a kill of the group reaches everything it started.
+func startBackground(t *testing.T, group bool, env []string, args ...string) *bgRun {
+	t.Helper()
 	b := &bgRun{seen: make(chan struct{}, 1), done: make(chan struct{})}
 	b.cmd = exec.Command(binary, args...)
 	b.cmd.Env = append(append(os.Environ(), fastEnv...), env...)
+	b.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: group}
 	b.cmd.Stderr = &b.stderr
 	pipe, err := b.cmd.StdoutPipe()
 	if err != nil {
@@ -71,8 +79,12 @@ func startSwitchyard(t *testing.T, env []string, args ...string) *bgRun {
 		select {
 		case <-b.done:
 		default:
-			_ = b.cmd.Process.Signal(syscall.SIGCONT)
-			_ = b.cmd.Process.Kill()
+			if group {
+				_ = syscall.Kill(-b.cmd.Process.Pid, syscall.SIGKILL)
+			} else {
+				_ = b.cmd.Process.Signal(syscall.SIGCONT)
+				_ = b.cmd.Process.Kill()
+			}
 			<-b.done
 		}
 	})
