@@ -1,6 +1,7 @@
 package effects
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -337,8 +338,27 @@ func processAlive(pid int) bool {
 	if pid <= 0 {
 		return false
 	}
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
+	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
+		return false
+	}
+	// A killed process whose parent died with it stays a zombie until init reaps
+	// it (the tf methods' provider, orphaned by a killed OpenTofu): kill(2) still
+	// finds it, but it holds nothing any more.
+	return !zombie(pid)
+}
+
+// zombie tells whether /proc says pid has exited and waits to be reaped (state Z
+// or X, the third field of /proc/PID/stat, after the parenthesised command name).
+func zombie(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return false
+	}
+	return b[i+2] == 'Z' || b[i+2] == 'X'
 }
 
 // lockCommand runs one LockScript verb on the node.

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseHolder(t *testing.T) {
@@ -137,5 +138,26 @@ func TestLockHolderNamesHostPidStart(t *testing.T) {
 		if !strings.Contains(s, w) {
 			t.Errorf("%q lacks %q", s, w)
 		}
+	}
+}
+
+// TestProcessAliveZombie: a child that exited and is not reaped yet is no holder.
+func TestProcessAliveZombie(t *testing.T) {
+	cmd := exec.Command("true")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	defer cmd.Wait()
+	for deadline := time.Now().Add(10 * time.Second); !zombie(pid); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d never became a zombie", pid)
+		}
+	}
+	if processAlive(pid) {
+		t.Errorf("processAlive(%d) of a zombie = true", pid)
+	}
+	if !processAlive(os.Getpid()) {
+		t.Errorf("processAlive of this process = false")
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -326,6 +327,7 @@ func TestFaultsKillTFApply(t *testing.T) {
 			}
 			b.killGroup(t)
 			t.Logf("killed at %s; node then: %v", kp.name, nodeState(t, node))
+			providerGone(t, node)
 			converged(t, "tf", node, env, tree, switchyard(t, env, apply...))
 		})
 	}
@@ -371,4 +373,30 @@ true`
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatalf("no %s kill point within 5m", what)
+}
+
+// providerGone waits until the process holding the node's deploy lock, if any, has
+// ended. Under tf that is the provider, which OpenTofu started in a process group
+// of its own: it dies after OpenTofu (killed by Pdeathsig when switchyard dies), not
+// with the group the test kills, and a rerun while it still ends its body is
+// refused by the lock, as it should be.
+func providerGone(t *testing.T, node *testbed.Node) {
+	t.Helper()
+	out, err := node.Exec(context.Background(), "cat", "/run/switchyard/lock")
+	f := strings.Fields(out)
+	if err != nil || len(f) < 4 {
+		return
+	}
+	pid, err := strconv.Atoi(f[3])
+	if err != nil || pid <= 0 {
+		return
+	}
+	start := time.Now()
+	for syscall.Kill(pid, 0) == nil {
+		if time.Since(start) > 30*time.Second {
+			t.Fatalf("the lock's holder (pid %d) outlived switchyard by 30 s", pid)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("the lock's holder (pid %d) ended %s after the kill", pid, time.Since(start).Round(time.Millisecond))
 }
