@@ -187,3 +187,19 @@ func TestUnchangedNodeIsJudgedNotSwitched(t *testing.T) {
 		t.Errorf("the verdict phases must still run: %v", ev.Started())
 	}
 }
+
+// The settle takes the sweep's sample as its first when the sweep restarted nothing:
+// a healthy node is read once by the snapshot, once by the sweep (which is also the
+// settle's) and once per cycle-watch window, never twice in a row.
+func TestSettleTakesTheSweepSample(t *testing.T) {
+	f := effectstest.Load(t, "healthy")
+	cfg := testConfig(false)
+	res, _ := deploy(t, f, cfg)
+	if res.ExitCode != 0 {
+		t.Fatalf("exit %d", res.ExitCode)
+	}
+	reads := f.Did("run sh -c " + verdict.ReadScript)
+	if want := 2 + cfg.CycleWindows; reads != want {
+		t.Errorf("%d samples, want %d (snapshot, sweep and settle, cycle windows)", reads, want)
+	}
+}

@@ -31,6 +31,7 @@ func (r *run) sweep(ctx context.Context) error {
 	s := r.sample(ctx)
 	targets := sweepTargets(s, r.wanted)
 	if len(targets) == 0 {
+		r.sweptQuiet = true
 		return nil
 	}
 	r.log("info", "%s: sweep: restarting %s", r.d.Node, strings.Join(targets, ", "))
@@ -42,10 +43,19 @@ func (r *run) sweep(ctx context.Context) error {
 	return nil
 }
 
-// 11. settle
+// 11. settle: sample until systemd has no jobs queued. The sweep's sample, taken a
+// moment before with nothing restarted since, counts as the first settle sample: a
+// second read right after it would show the same node and cost the node another
+// sample's processes (on a fleet sharing a machine, every sample is CPU the others
+// wait for).
 func (r *run) settle(ctx context.Context) error {
 	for i := 0; i < r.cfg.SettleAttempts; i++ {
-		s := r.sample(ctx)
+		var s verdict.Sample
+		if i == 0 && r.sweptQuiet {
+			s = r.samples[len(r.samples)-1]
+		} else {
+			s = r.sample(ctx)
+		}
 		if s.Jobs != nil && len(s.Jobs) == 0 {
 			return nil
 		}

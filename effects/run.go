@@ -37,6 +37,9 @@ type run struct {
 	switchStarted bool   // systemd-run answered: the switch's unit was started
 	switchUnit    string // the transient unit running the switch
 	chainDown     bool   // the chain gate did not pass: no sweep
+	// sweptQuiet: the sweep's sample is the last one and the sweep restarted nothing,
+	// so the settle may take it as its first sample.
+	sweptQuiet bool
 	samples       []verdict.Sample
 	sampler       verdict.Sampler // decides which units each sample reads in full
 	chainMembers  []string        // the chain gate's members: read in full while it waits

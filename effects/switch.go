@@ -109,7 +109,7 @@ func (r *run) switchResult(ctx context.Context) error {
 			r.log("error", "%s: switch: still running %s after DEPLOY_SWITCH_TIMEOUT (%s): stopping it",
 				r.d.Node, switchStopGrace, r.cfg.SwitchTimeout)
 			_, _, _ = r.exec(ctx, "systemctl", "kill", "--signal=SIGKILL", "--", r.switchUnit)
-			r.unloadSwitch(ctx)
+			r.unloadSwitch(ctx, "")
 			r.switched = true
 			return nil
 		}
@@ -169,15 +169,22 @@ func (r *run) recordSwitch(ctx context.Context, props map[string]string) error {
 			}
 		}
 	}
-	r.unloadSwitch(ctx)
+	r.unloadSwitch(ctx, props["ActiveState"])
 	return nil
 }
 
 // unloadSwitch removes the transient unit: it stays loaded for us (RemainAfterExit,
-// or failed) until stopped and reset.
-func (r *run) unloadSwitch(ctx context.Context) {
-	_, _, _ = r.exec(ctx, "systemctl", "stop", "--", r.switchUnit)
-	_, _, _ = r.exec(ctx, "systemctl", "reset-failed", "--", r.switchUnit)
+// or failed) until stopped and reset. systemd unloads a transient unit once it is
+// inactive and not failed, so an active one (the switch exited 0) needs only the
+// stop and a failed one only the reset; a unit in any other state (active is "" when
+// it is not known) gets both.
+func (r *run) unloadSwitch(ctx context.Context, active string) {
+	if active != "failed" {
+		_, _, _ = r.exec(ctx, "systemctl", "stop", "--", r.switchUnit)
+	}
+	if active != "active" {
+		_, _, _ = r.exec(ctx, "systemctl", "reset-failed", "--", r.switchUnit)
+	}
 }
 
 // 8. never-confirmed check

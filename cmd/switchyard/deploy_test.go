@@ -100,6 +100,11 @@ func TestDeployFailedUnit(t *testing.T) {
 	if got := node.Readlink(t, "/boot/switchyard-default"); got != top {
 		t.Errorf("boot entry -> %q, want the new toplevel %q", got, top)
 	}
+	// The failed switch's transient unit is unloaded too (a failed unit stays loaded
+	// until reset).
+	if got := switchUnits(t, node); len(got) != 0 {
+		t.Errorf("switch unit left loaded: %v", got)
+	}
 
 	// The same deploy from the derivation (--drv realises it first).
 	drv, err := exec.Command("nix-store", "--query", "--deriver", top).Output()
