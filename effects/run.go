@@ -39,17 +39,17 @@ type run struct {
 	chainDown     bool   // the chain gate did not pass: no sweep
 	// sweptQuiet: the sweep's sample is the last one and the sweep restarted nothing,
 	// so the settle may take it as its first sample.
-	sweptQuiet bool
-	samples       []verdict.Sample
-	sampler       verdict.Sampler // decides which units each sample reads in full
-	chainMembers  []string        // the chain gate's members: read in full while it waits
-	lastReadErr   error           // why the last sample could not be read, if it could not
-	cycleStart    int
-	restarts      map[string][]verdict.Restart // restart history of the loop suspects (loop watch)
-	owned         map[string]bool
-	wanted        map[string]bool
-	classes       verdict.Classes
-	lock          *heldLock // the node's deploy lock, while this body holds it
+	sweptQuiet   bool
+	samples      []verdict.Sample
+	sampler      verdict.Sampler // decides which units each sample reads in full
+	chainMembers []string        // the chain gate's members: read in full while it waits
+	lastReadErr  error           // why the last sample could not be read, if it could not
+	cycleStart   int
+	restarts     map[string][]verdict.Restart // restart history of the loop suspects (loop watch)
+	owned        map[string]bool
+	wanted       map[string]bool
+	classes      verdict.Classes
+	lock         *heldLock // the node's deploy lock, while this body holds it
 
 	// The journal (journal.go): the entry a killed run left, once read; whether this
 	// body wrote one; whether it took over the killed run's switch unit.
