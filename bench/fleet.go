@@ -168,8 +168,9 @@ derivation {
 	return results, len(strings.Fields(closure)), nil
 }
 
-// fleetRow launches n fresh nodes (in parallel, before the clock starts), deploys the
-// closure to them with one `switchyard <method> apply` and deletes them.
+// fleetRow launches n fresh nodes (in parallel, before the clock starts), waits for
+// them to finish their boot's work (waitQuiet), deploys the closure to them with one
+// `switchyard <method> apply` and deletes them.
 func fleetRow(ctx context.Context, bed *testbed.Bed, dir, binary, tofuBin, builder, method string, n int) (fleetResult, error) {
 	fmt.Fprintf(os.Stderr, "bench: (g) %s, %d nodes: launching\n", method, n)
 	nodes, err := launchFleet(ctx, bed, dir, n)
@@ -213,6 +214,8 @@ func fleetRow(ctx context.Context, bed *testbed.Bed, dir, binary, tofuBin, build
 	for i, nd := range nodes {
 		instances[i] = nd.Name
 	}
+	waited, quiet := waitQuiet(instances)
+	fmt.Fprintf(os.Stderr, "bench: (g) %s, %d nodes: waited %s for the booted nodes to go quiet (quiet: %v)\n", method, n, waited.Round(time.Second), quiet)
 	stopCPU := make(chan struct{})
 	cpuSamples := sampleCPU(instances, time.Now(), stopCPU)
 	r, err := timedApply(cmd)

@@ -158,3 +158,32 @@ func (c nodeCPU) String() string {
 	}
 	return fmt.Sprintf("total %s; %s", c.total.Round(10*time.Millisecond), strings.Join(parts, ", "))
 }
+
+// quietLimit is the nodes' summed CPU per second below which freshly launched nodes
+// count as booted and idle: 5% of one core.
+const quietLimit = 50 * time.Millisecond
+
+// waitQuiet waits, up to a minute, until the nodes' summed CPU over one second is
+// below quietLimit: containers that report "running" still finish their boot's
+// work for some seconds (sixteen started at once for longer), and that is not the
+// deploy's. It returns how long it waited and whether the nodes got quiet.
+func waitQuiet(instances []string) (time.Duration, bool) {
+	sum := func() (d time.Duration) {
+		for _, in := range instances {
+			c, _ := testbed.InstanceCPU(in)
+			d += c
+		}
+		return d
+	}
+	start := time.Now()
+	prev := sum()
+	for time.Since(start) < time.Minute {
+		time.Sleep(time.Second)
+		cur := sum()
+		if cur-prev < quietLimit {
+			return time.Since(start), true
+		}
+		prev = cur
+	}
+	return time.Since(start), false
+}
