@@ -48,11 +48,15 @@ import (
 //
 // A verb that finds another lock than the one it was given exits LockFenced and
 // prints the lock line it found (fence: on stderr, after LockLostMarker).
+//
+// Every command that changes the node runs through it, so it starts few processes
+// (the shell's read for the one-line files, mkdir only when a directory is missing):
+// flock, date, and mv for a write.
 const LockScript = `set -eu
 dir=/run/switchyard
 state=/var/lib/switchyard
 umask 077
-mkdir -p "$dir" "$state"
+[ -d "$dir" ] && [ -d "$state" ] || mkdir -p "$dir" "$state"
 exec 9>>"$dir/lock.flock"
 if ! flock -w 30 9; then
 	echo "switchyard lock: $dir/lock.flock stayed busy for 30 s" >&2
@@ -60,9 +64,9 @@ if ! flock -w 30 9; then
 fi
 now=$(date +%s)
 cur=""
-if [ -f "$dir/lock" ]; then cur=$(cat "$dir/lock"); fi
+if [ -f "$dir/lock" ]; then IFS= read -r cur < "$dir/lock" || :; fi
 gen=0
-if [ -f "$state/lock-generation" ]; then gen=$(cat "$state/lock-generation"); fi
+if [ -f "$state/lock-generation" ]; then IFS= read -r gen < "$state/lock-generation" || :; fi
 case $gen in
 ''|*[!0-9]*) echo "switchyard lock: $state/lock-generation holds no number" >&2; exit 70 ;;
 esac

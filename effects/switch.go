@@ -88,6 +88,13 @@ func (r *run) doSwitch(ctx context.Context) error {
 func (r *run) switchResult(ctx context.Context) error {
 	deadline := time.Now().Add(r.cfg.SwitchTimeout + switchStopGrace)
 	poll := 250 * time.Millisecond
+	if r.switchStarted {
+		// This body started it a moment ago: no activation is over that soon, and a
+		// read that can only say "activating" costs the node a command.
+		if err := sleep(ctx, poll); err != nil {
+			return stopWith(exitcode.Infra, "%w", err)
+		}
+	}
 	for {
 		out, err := r.untilReachable(ctx, "reading the switch result", switchStatusArgv(r.switchUnit))
 		if err != nil {
