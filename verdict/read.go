@@ -39,8 +39,9 @@ import (
 // A sample's cost on the node is mostly the processes the script starts (on the
 // test bed about 2-3 ms each, 12 ms for a systemctl), so it starts few: one find
 // lists /run/current-system, the system profile's links and the exported invocation
-// IDs, and the awk that picks the units resolves the links (one level each, as
-// switch-to-configuration and nix-env make them) and gives their mtime; the clock is
+// IDs, and the awk that picks the units resolves the links through the ones find
+// listed (the profile's two levels; absolute or same-directory targets, as
+// switch-to-configuration and nix-env write them) and gives their mtime; the clock is
 // awk's srand(), which POSIX makes the time of day; and list-jobs runs only when the
 // manager's NJobs is not 0. The sections and their format are v2's. A failed manager
 // read is read again as its own section, for its stderr.
