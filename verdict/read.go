@@ -142,7 +142,7 @@ END {
 '
 printf '%s v2\n' "$M"
 if sy_manager=$(systemctl --no-pager show --property=SystemState,NJobs 2>/dev/null); then
-	printf '%s begin manager\n%s\n\n%s end manager 0 \n' "$M" "$sy_manager" "$M"
+	sy_section manager printf '%s\n' "$sy_manager"
 else
 	sy_section manager systemctl --no-pager show --property=SystemState,NJobs
 fi
@@ -154,7 +154,7 @@ $sy_manager
 " in
 		*"
 NJobs=0
-"*) printf '%s begin jobs\n\n%s end jobs 0 \n' "$M" "$M" ;;
+"*) sy_section jobs true ;;
 		*) sy_section jobs systemctl --no-pager list-jobs --no-legend --full --plain ;;
 		esac
 		sy_section list systemctl --no-pager list-units --all --no-legend --full --plain
