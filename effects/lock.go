@@ -40,6 +40,9 @@ import (
 //
 //	read                     print "now N", "generation N", "lock LINE" and one
 //	                         "switch UNIT ACTIVE SUB" per switchyard switch unit
+//	acquire HOST PID TTL WHERE  take the lock when there is none and no switch unit
+//	                         runs (the common case: one command, not read then take)
+//	                         and print "taken LINE"; otherwise what read prints
 //	take EXPECTED HOST PID TTL WHERE  if the lock line is still EXPECTED (compare and set),
 //	                         bump the generation and write a new lock; print it
 //	renew TOKEN TTL          extend the lease of the lock holding TOKEN; print it
@@ -73,24 +76,38 @@ esac
 tok=${cur%% *}
 rest=${cur#* }
 exp=${rest%% *}
-put() {
+put() { # LINE [PREFIX]: write the lock, print it (after PREFIX)
 	printf '%s\n' "$1" > "$dir/lock.tmp"
 	mv -f "$dir/lock.tmp" "$dir/lock"
-	printf '%s\n' "$1"
+	printf '%s\n' "${2:+$2 }$1"
+}
+take_lock() { # HOST PID TTL WHERE [PREFIX]
+	gen=$((gen + 1))
+	printf '%s\n' "$gen" > "$state/lock-generation.tmp"
+	mv -f "$state/lock-generation.tmp" "$state/lock-generation"
+	put "$gen $((now + $3)) $1 $2 $now $4" "${5:-}"
 }
 verb=$1
 shift
 case $verb in
-read)
+read | acquire)
+	units=$(systemctl list-units --all --plain --no-legend --no-pager 'switchyard-switch-*' | awk '{ print "switch " $1 " " $3 " " $4 }')
+	running=
+	while read -r _ _ active sub; do
+		case $active/$sub in activating/* | deactivating/* | */running | */start) running=1 ;; esac
+	done <<EOF
+$units
+EOF
+	if [ "$verb" = acquire ] && [ -z "$cur" ] && [ -z "$running" ]; then
+		take_lock "$1" "$2" "$3" "$4" taken
+		exit
+	fi
 	printf 'now %s\ngeneration %s\nlock %s\n' "$now" "$gen" "$cur"
-	systemctl list-units --all --plain --no-legend --no-pager 'switchyard-switch-*' | awk '{ print "switch " $1 " " $3 " " $4 }'
+	[ -z "$units" ] || printf '%s\n' "$units"
 	;;
 take)
 	if [ "$cur" != "$1" ]; then printf '%s\n' "$cur"; exit 75; fi
-	gen=$((gen + 1))
-	printf '%s\n' "$gen" > "$state/lock-generation.tmp"
-	mv -f "$state/lock-generation.tmp" "$state/lock-generation"
-	put "$gen $((now + $4)) $2 $3 $now $5"
+	take_lock "$2" "$3" "$4" "$5"
 	;;
 renew)
 	if [ -z "$cur" ] || [ "$tok" != "$1" ]; then printf '%s\n' "$cur"; exit 75; fi
@@ -386,6 +403,30 @@ func (r *run) readLock(ctx context.Context) (lockState, error) {
 	return parseLockState(out)
 }
 
+// acquireOrRead takes the lock in one command when there is none and no switch
+// unit runs (taken is its holder), and otherwise reads it.
+func (r *run) acquireOrRead(ctx context.Context, me deployer, ttl string) (st lockState, taken *lockHolder, err error) {
+	out, errOut, code, err := r.lockCommand(ctx, "acquire", me.Host, strconv.Itoa(me.PID), ttl, me.Where)
+	if err != nil {
+		return lockState{}, nil, err
+	}
+	if code != 0 {
+		return lockState{}, nil, fmt.Errorf("reading the lock exited %d: %s", code, lastLine(errOut))
+	}
+	if line, ok := strings.CutPrefix(strings.TrimSpace(out), "taken "); ok {
+		h, err := parseHolder(line)
+		if err == nil && h == nil {
+			err = errors.New("an empty lock line")
+		}
+		if err != nil {
+			return lockState{}, nil, fmt.Errorf("taking it: %w", err)
+		}
+		return lockState{}, h, nil
+	}
+	st, err = parseLockState(out)
+	return st, nil, err
+}
+
 // lockPoll is the pause between two reads of a lock held by another deployer.
 const lockPoll = time.Second
 
@@ -403,12 +444,16 @@ func (r *run) acquireLock(ctx context.Context) error {
 	ttl := leaseSeconds(r.cfg.LockTTL)
 	logged := false
 	for {
-		st, err := r.readLock(ctx)
+		st, taken, err := r.acquireOrRead(ctx, me, ttl)
 		if err != nil {
 			if errors.Is(err, ErrRefused) {
 				return stopWith(exitcode.Refused, "deploy lock: %w", err)
 			}
 			return stopWith(exitcode.Infra, "deploy lock: %w", err)
+		}
+		if taken != nil {
+			r.lockTaken(ctx, taken)
+			return nil
 		}
 		why, until := "", deadline
 		st.HolderGone = journalHolderGone(r.lastRun, st.Holder, me, processAlive)
@@ -434,10 +479,7 @@ func (r *run) acquireLock(ctx context.Context) error {
 			case lockAbandoned:
 				r.log("warn", "%s: deploy lock: broke the lock of %s: that process is gone and no switch of it runs", r.d.Node, st.Holder)
 			}
-			// No "push:" here: a push's own log line stays the one about the copy.
-			r.log("info", "%s: deploy lock: taken (token %d)", r.d.Node, h.Token)
-			r.startRenew(ctx, h.Token)
-			testPauseAfterLock(ctx)
+			r.lockTaken(ctx, h)
 			return nil
 		case lockSwitching:
 			why, until = fmt.Sprintf("the switch unit %s of a deployer that is gone still runs on the node", strings.Join(st.Running, ", ")), switchDeadline
@@ -461,6 +503,14 @@ func (r *run) acquireLock(ctx context.Context) error {
 			return stopWith(exitcode.Infra, "deploy lock: %w", err)
 		}
 	}
+}
+
+// lockTaken starts holding the lock h this body just took.
+func (r *run) lockTaken(ctx context.Context, h *lockHolder) {
+	// No "push:" here: a push's own log line stays the one about the copy.
+	r.log("info", "%s: deploy lock: taken (token %d)", r.d.Node, h.Token)
+	r.startRenew(ctx, h.Token)
+	testPauseAfterLock(ctx)
 }
 
 // testPauseAfterLock sleeps SWITCHYARD_TEST_PAUSE_AFTER_LOCK seconds after the lock

@@ -73,16 +73,20 @@ func OptionalArgv(path string, argv []string) []string {
 
 // readOptional runs argv, which reads path on the node, and returns its stdout. A
 // path that does not exist reads as empty; any other failure of argv (a symlink loop,
-// an I/O error, a missing tool) is an error.
-func (r *run) readOptional(ctx context.Context, path string, argv []string) (string, error) {
-	out, errOut, code, err := r.command(ctx, OptionalArgv(path, argv))
-	switch {
-	case err != nil:
-		return "", err
-	case code != 0:
-		return "", fmt.Errorf("%s exited %d: %s", argv[0], code, lastLine(errOut))
-	}
-	return out, nil
+// an I/O error, a missing tool) is an error. It reads through a bounced connection
+// (retryUnreachable): the owned phase may be the first to talk to the node after
+// the switch.
+func (r *run) readOptional(ctx context.Context, path string, argv []string) (out string, err error) {
+	err = retryUnreachable(ctx, func() error {
+		var errOut string
+		var code int
+		out, errOut, code, err = r.command(ctx, OptionalArgv(path, argv))
+		if err == nil && code != 0 {
+			err = fmt.Errorf("%s exited %d: %s", argv[0], code, lastLine(errOut))
+		}
+		return err
+	})
+	return out, err
 }
 
 // fstabUnits are the units systemd-fstab-generator makes from an fstab (systemd 252,

@@ -36,6 +36,7 @@ type run struct {
 	switched      bool   // the switch ran (its result was read)
 	switchStarted bool   // systemd-run answered: the switch's unit was started
 	switchUnit    string // the transient unit running the switch
+	current       string // /run/current-system as the switch's end left it ("": not read)
 	chainDown     bool   // the chain gate did not pass: no sweep
 	// sweptQuiet: the sweep's sample is the last one and the sweep restarted nothing,
 	// so the settle may take it as its first sample.

@@ -32,8 +32,62 @@ func switchArgv(unit, toplevel string, timeout time.Duration, transportArgs []st
 
 // switchStatusArgv reads the transient unit's state and main process status.
 func switchStatusArgv(unit string) []string {
-	return []string{"systemctl", "show", "--property=LoadState,ActiveState,Result,ExecMainCode,ExecMainStatus", "--", unit}
+	return []string{"systemctl", "show", "--property=" + switchProps, "--", unit}
 }
+
+const switchProps = "LoadState,ActiveState,Result,ExecMainCode,ExecMainStatus"
+
+// SwitchWaitScript waits on the node, for at most $2 milliseconds, until the switch
+// unit $1 has ended, and prints its properties (those switchStatusArgv reads); once
+// it has ended, also "current=<where /run/current-system leads>". So reading the
+// result and confirm's readlink cost the node one SSH session, not one per poll plus
+// one. The unit has ended as switchResult judges it: active (a oneshot with
+// RemainAfterExit whose process exited 0), failed, or inactive with a main process
+// that ran; not-found is printed without waiting. A systemctl that fails ends the
+// script with its status and its stderr. It only reads: when the connection drops
+// before its answer arrives (an activation that restarts sshd or the network), the
+// body runs it again and reads the same; the unit is unloaded only once the body
+// has its result.
+const SwitchWaitScript = `unit=$1 bound=$2 waited=0 pause=250
+while :; do
+	props=$(systemctl show --property=` + switchProps + ` -- "$unit") || exit
+	load= active= code=
+	while IFS== read -r key value; do
+		case $key in
+		LoadState) load=$value ;;
+		ActiveState) active=$value ;;
+		ExecMainCode) code=$value ;;
+		esac
+	done <<EOF
+$props
+EOF
+	case $load/$active/$code in
+	not-found/*) printf '%s\n' "$props"; exit 0 ;;
+	*/active/* | */failed/*) break ;;
+	*/inactive/0 | */inactive/) ;;
+	*/inactive/*) break ;;
+	esac
+	if [ "$waited" -ge "$bound" ]; then printf '%s\n' "$props"; exit 0; fi
+	case $pause in
+	250) sleep 0.25 ;;
+	500) sleep 0.5 ;;
+	*) sleep 1 ;;
+	esac
+	waited=$((waited + pause))
+	[ "$pause" -ge 1000 ] || pause=$((pause * 2))
+done
+printf '%s\ncurrent=%s\n' "$props" "$(readlink -f /run/current-system)"
+`
+
+// switchWaitArgv waits up to bound on the node for the switch unit to end
+// (SwitchWaitScript).
+func switchWaitArgv(unit string, bound time.Duration) []string {
+	return []string{"sh", "-c", SwitchWaitScript, "sh", unit, strconv.FormatInt(max(bound.Milliseconds(), 0), 10)}
+}
+
+// switchWaitSlice bounds one wait on the node: the body looks at its own deadline
+// (and its context) between two.
+const switchWaitSlice = 20 * time.Second
 
 // switchOutcome maps switch-to-configuration's exit status (SPEC 4.1 #7).
 func switchOutcome(code int) verdict.SwitchResult {
@@ -87,16 +141,16 @@ func (r *run) doSwitch(ctx context.Context) error {
 // 7. read the switch result
 func (r *run) switchResult(ctx context.Context) error {
 	deadline := time.Now().Add(r.cfg.SwitchTimeout + switchStopGrace)
-	poll := 250 * time.Millisecond
 	if r.switchStarted {
 		// This body started it a moment ago: no activation is over that soon, and a
-		// read that can only say "activating" costs the node a command.
-		if err := sleep(ctx, poll); err != nil {
+		// read that can only say "activating" costs the node a systemctl.
+		if err := sleep(ctx, 250*time.Millisecond); err != nil {
 			return stopWith(exitcode.Infra, "%w", err)
 		}
 	}
 	for {
-		out, err := r.untilReachable(ctx, "reading the switch result", switchStatusArgv(r.switchUnit))
+		bound := min(time.Until(deadline), switchWaitSlice)
+		out, err := r.untilReachable(ctx, "reading the switch result", switchWaitArgv(r.switchUnit, bound))
 		if err != nil {
 			return stopWith(exitcode.Infra, "%w", err)
 		}
@@ -108,6 +162,8 @@ func (r *run) switchResult(ctx context.Context) error {
 			return stopWith(exitcode.Infra, "the switch unit %s never started", r.switchUnit)
 		case props["ActiveState"] == "active" || props["ActiveState"] == "failed" ||
 			(props["ActiveState"] == "inactive" && props["ExecMainCode"] != "0"):
+			// The node read /run/current-system once the switch had ended.
+			r.current = props["current"]
 			return r.recordSwitch(ctx, props)
 		}
 		if time.Now().After(deadline) {
@@ -120,10 +176,6 @@ func (r *run) switchResult(ctx context.Context) error {
 			r.switched = true
 			return nil
 		}
-		if err := sleep(ctx, poll); err != nil {
-			return stopWith(exitcode.Infra, "%w", err)
-		}
-		poll = min(poll*2, 2*time.Second)
 	}
 }
 
@@ -131,20 +183,34 @@ func (r *run) switchResult(ctx context.Context) error {
 // restart sshd or the network under the connection), for up to reconnectLimit of
 // unreachability, with a growing pause.
 func (r *run) untilReachable(ctx context.Context, what string, argv []string) (string, error) {
+	var out string
+	err := retryUnreachable(ctx, func() (err error) {
+		out, err = r.execCheck(ctx, argv...)
+		return err
+	})
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", what, err)
+	}
+	return out, nil
+}
+
+// retryUnreachable runs read, which only reads the node, again while the node is
+// unreachable, for up to reconnectLimit of unreachability, with a growing pause.
+// The phases right after the switch read through it: the activation may restart
+// sshd or the network under the connection, then or a moment later.
+func retryUnreachable(ctx context.Context, read func() error) error {
 	lastSeen := time.Now()
 	backoff := 250 * time.Millisecond
 	for {
-		out, err := r.execCheck(ctx, argv...)
+		err := read()
 		switch {
-		case err == nil:
-			return out, nil
-		case !errors.Is(err, ErrUnreachable):
-			return "", fmt.Errorf("%s: %w", what, err)
+		case err == nil || !errors.Is(err, ErrUnreachable):
+			return err
 		case time.Since(lastSeen) > reconnectLimit:
-			return "", fmt.Errorf("%s: node unreachable for %s: %w", what, reconnectLimit, err)
+			return fmt.Errorf("node unreachable for %s: %w", reconnectLimit, err)
 		}
 		if err := sleep(ctx, backoff); err != nil {
-			return "", fmt.Errorf("%s: %w", what, err)
+			return err
 		}
 		backoff = min(backoff*2, 5*time.Second)
 	}
@@ -196,11 +262,14 @@ func (r *run) unloadSwitch(ctx context.Context, active string) {
 
 // 8. never-confirmed check
 func (r *run) confirm(ctx context.Context) error {
-	out, err := r.untilReachable(ctx, "reading /run/current-system", []string{"readlink", "-f", "/run/current-system"})
-	if err != nil {
-		return stopWith(exitcode.Infra, "%w", err)
+	cur := r.current
+	if cur == "" {
+		out, err := r.untilReachable(ctx, "reading /run/current-system", []string{"readlink", "-f", "/run/current-system"})
+		if err != nil {
+			return stopWith(exitcode.Infra, "%w", err)
+		}
+		cur = strings.TrimSpace(out)
 	}
-	cur := strings.TrimSpace(out)
 	if cur == r.toplevel {
 		r.confirmed = true
 		return nil

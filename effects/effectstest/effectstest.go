@@ -148,7 +148,18 @@ func (n *Node) lock(c effects.Command, verb string, args []string) (int, error) 
 	cur := n.Lock
 	f := strings.Fields(cur)
 	mine := func(token string) bool { return len(f) >= 5 && f[0] == token }
-	if verb != "fence" {
+	taken := "" // what acquire prints before the lock it took
+	if verb == "acquire" {
+		// LockScript's acquire: a take when there is no lock (the fake runs no
+		// switch units), else a read. The log names what it did.
+		if cur == "" {
+			verb, args, taken = "take", append([]string{""}, args...), "taken "
+			n.log = append(n.log, "lock take (acquire)")
+		} else {
+			verb = "read"
+			n.log = append(n.log, "lock read (acquire)")
+		}
+	} else if verb != "fence" {
 		n.log = append(n.log, "lock "+verb)
 	}
 	switch verb {
@@ -200,7 +211,7 @@ func (n *Node) lock(c effects.Command, verb string, args []string) (int, error) 
 	}
 	lock := n.Lock
 	n.mu.Unlock()
-	fmt.Fprintln(out, lock)
+	fmt.Fprintln(out, taken+lock)
 	return 0, nil
 }
 
@@ -253,11 +264,15 @@ func (n *Node) run(c effects.Command) (int, error) {
 			n.mu.Unlock()
 		}
 	case strings.HasPrefix(argv, "systemctl show --property=LoadState,ActiveState,Result,ExecMainCode,ExecMainStatus"):
-		state := "active"
-		if n.SwitchExit != 0 {
-			state = "failed"
-		}
-		fmt.Fprintf(out, "LoadState=loaded\nActiveState=%s\nResult=success\nExecMainCode=1\nExecMainStatus=%d\n", state, n.SwitchExit)
+		fmt.Fprint(out, n.switchProps())
+	case len(c.Argv) == 6 && c.Argv[0] == "sh" && c.Argv[2] == effects.SwitchWaitScript:
+		// The switch has ended by the time it is read: the script prints its
+		// result and /run/current-system.
+		props := n.switchProps()
+		n.mu.Lock()
+		cur := n.Current
+		n.mu.Unlock()
+		fmt.Fprintf(out, "%scurrent=%s\n", props, cur)
 	case argv == "readlink -f /run/current-system":
 		n.mu.Lock()
 		cur := n.Current
@@ -277,6 +292,16 @@ func (n *Node) run(c effects.Command) (int, error) {
 		return 1, nil // no chain declared
 	}
 	return 0, nil
+}
+
+// switchProps is how systemctl shows the switch unit once the switch has exited
+// with SwitchExit.
+func (n *Node) switchProps() string {
+	state := "active"
+	if n.SwitchExit != 0 {
+		state = "failed"
+	}
+	return fmt.Sprintf("LoadState=loaded\nActiveState=%s\nResult=success\nExecMainCode=1\nExecMainStatus=%d\n", state, n.SwitchExit)
 }
 
 func (n *Node) CopyClosure(ctx context.Context, paths []string) error {

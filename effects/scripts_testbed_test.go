@@ -1,0 +1,118 @@
+package effects_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchyard-nix/switchyard/effects"
+	"github.com/switchyard-nix/switchyard/testbed"
+)
+
+// SwitchWaitScript on a real node (systemd 252): it waits for a transient oneshot
+// unit to end, prints its properties and reads /run/current-system, and leaves the
+// unit loaded (a second read after a dropped connection reads the same); a unit
+// still running at the bound and an unknown unit are printed as they are.
+func TestSwitchWaitScriptOnNode(t *testing.T) {
+	node := testbed.Require(t).Node(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	wait := func(unit, boundMS string) (map[string]string, time.Duration) {
+		t.Helper()
+		start := time.Now()
+		out, err := node.Exec(ctx, "sh", "-c", effects.SwitchWaitScript, "sh", unit, boundMS)
+		if err != nil {
+			t.Fatalf("%s: %v", unit, err)
+		}
+		props := map[string]string{}
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			k, v, _ := strings.Cut(line, "=")
+			props[k] = v
+		}
+		return props, time.Since(start)
+	}
+	loadState := func(unit string) string {
+		return strings.TrimSpace(node.MustExec(t, "systemctl", "show", "-P", "LoadState", "--", unit))
+	}
+	start := func(unit, script string) {
+		node.MustExec(t, "systemd-run", "--unit="+unit, "--service-type=oneshot", "--property=RemainAfterExit=yes",
+			"--no-block", "--quiet", "--", "sh", "-c", script)
+	}
+	current := strings.TrimSpace(node.MustExec(t, "readlink", "-f", "/run/current-system"))
+
+	start("sw-ok", "sleep 1")
+	p, took := wait("sw-ok", "20000")
+	if p["ActiveState"] != "active" || p["ExecMainCode"] != "1" || p["ExecMainStatus"] != "0" || p["current"] != current || took < 700*time.Millisecond {
+		t.Errorf("sw-ok after %s: %v (want active, status 0, current=%s)", took, p, current)
+	}
+	if again, _ := wait("sw-ok", "20000"); again["ExecMainStatus"] != "0" || again["current"] != current || loadState("sw-ok") != "loaded" {
+		t.Errorf("sw-ok read again: %v, unit %s (want the same result, the unit still loaded)", again, loadState("sw-ok"))
+	}
+	node.MustExec(t, "systemctl", "stop", "sw-ok")
+
+	start("sw-fail", "exit 4")
+	p, _ = wait("sw-fail", "20000")
+	if p["ActiveState"] != "failed" || p["ExecMainStatus"] != "4" || p["current"] != current {
+		t.Errorf("sw-fail: %v", p)
+	}
+	node.MustExec(t, "systemctl", "reset-failed", "sw-fail")
+
+	start("sw-slow", "sleep 60")
+	p, took = wait("sw-slow", "600")
+	if p["ActiveState"] != "activating" || p["LoadState"] != "loaded" || took < 600*time.Millisecond || took > 10*time.Second {
+		t.Errorf("sw-slow after %s: %v (want activating at the bound)", took, p)
+	}
+	if _, ok := p["current"]; ok {
+		t.Errorf("sw-slow: a unit still running is not followed by current: %v", p)
+	}
+	if s := loadState("sw-slow"); s != "loaded" {
+		t.Errorf("sw-slow is %s, want still loaded", s)
+	}
+	node.MustExec(t, "systemctl", "stop", "sw-slow")
+
+	p, took = wait("sw-never", "20000")
+	if p["LoadState"] != "not-found" || took > 10*time.Second {
+		t.Errorf("sw-never after %s: %v", took, p)
+	}
+	if _, ok := p["current"]; ok {
+		t.Errorf("sw-never: %v", p)
+	}
+}
+
+// LockScript's acquire on a real node: it takes a free lock in one command, reads a
+// held one without touching it, and leaves a free lock alone while a switch unit
+// runs (a killed deployer's switch).
+func TestLockAcquireOnNode(t *testing.T) {
+	node := testbed.Require(t).Node(t)
+	lock := func(args ...string) string {
+		t.Helper()
+		return node.MustExec(t, append([]string{"sh", "-c", effects.LockScript, "sh"}, args...)...)
+	}
+	onNode := func() string {
+		out, _ := node.Exec(context.Background(), "cat", "/run/switchyard/lock")
+		return strings.TrimSpace(out)
+	}
+	out := lock("acquire", "ci-1", "10", "60", "-")
+	line, ok := strings.CutPrefix(strings.TrimSpace(out), "taken ")
+	f := strings.Fields(line)
+	if !ok || len(f) != 6 || f[0] != "1" || f[2] != "ci-1" || f[3] != "10" || f[5] != "-" || onNode() != line {
+		t.Fatalf("acquire of a free lock printed %q; the node holds %q", out, onNode())
+	}
+	out = lock("acquire", "ci-2", "20", "60", "-")
+	if !strings.Contains(out, "now ") || !strings.Contains(out, "lock "+line+"\n") || strings.Contains(out, "taken") || onNode() != line {
+		t.Errorf("acquire of a held lock printed %q; the node holds %q, want %q untouched", out, onNode(), line)
+	}
+	lock("release", f[0])
+
+	node.MustExec(t, "systemd-run", "--unit=switchyard-switch-42", "--quiet", "--", "sleep", "60")
+	out = lock("acquire", "ci-2", "20", "60", "-")
+	if !strings.Contains(out, "lock \n") || !strings.Contains(out, "switch switchyard-switch-42.service active running") || onNode() != "" {
+		t.Errorf("acquire with a switch unit running printed %q; the node holds %q, want no lock", out, onNode())
+	}
+	node.MustExec(t, "systemctl", "stop", "switchyard-switch-42.service")
+	out = lock("acquire", "ci-2", "20", "60", "-")
+	if !strings.HasPrefix(out, "taken 2 ") {
+		t.Errorf("acquire once the switch unit ended printed %q", out)
+	}
+}
