@@ -41,9 +41,14 @@ func TestSwitchWaitScriptOnNode(t *testing.T) {
 	}
 	current := strings.TrimSpace(node.MustExec(t, "readlink", "-f", "/run/current-system"))
 
-	start("sw-ok", "sleep 1")
+	// It returns once the main process exits (tail --pid), not at the next poll.
+	start("sw-ok", "sleep 3")
+	cpu0, _ := testbed.InstanceCPU(node.Name)
 	p, took := wait("sw-ok", "20000")
-	if p["ActiveState"] != "active" || p["ExecMainCode"] != "1" || p["ExecMainStatus"] != "0" || p["current"] != current || took < 700*time.Millisecond {
+	cpu1, _ := testbed.InstanceCPU(node.Name)
+	t.Logf("waiting %s for a 3 s switch cost the node %s of CPU", took.Round(time.Millisecond), (cpu1 - cpu0).Round(time.Millisecond))
+	if p["ActiveState"] != "active" || p["ExecMainCode"] != "1" || p["ExecMainStatus"] != "0" || p["current"] != current ||
+		took < 2700*time.Millisecond || took > 4500*time.Millisecond {
 		t.Errorf("sw-ok after %s: %v (want active, status 0, current=%s)", took, p, current)
 	}
 	if again, _ := wait("sw-ok", "20000"); again["ExecMainStatus"] != "0" || again["current"] != current || loadState("sw-ok") != "loaded" {

@@ -38,25 +38,29 @@ func switchStatusArgv(unit string) []string {
 const switchProps = "LoadState,ActiveState,Result,ExecMainCode,ExecMainStatus"
 
 // SwitchWaitScript waits on the node, for at most $2 milliseconds, until the switch
-// unit $1 has ended, and prints its properties (those switchStatusArgv reads); once
-// it has ended, also "current=<where /run/current-system leads>". So reading the
-// result and confirm's readlink cost the node one SSH session, not one per poll plus
-// one. The unit has ended as switchResult judges it: active (a oneshot with
+// unit $1 has ended, and prints its properties (those switchStatusArgv reads, and
+// MainPID); once it has ended, also "current=<where /run/current-system leads>". So
+// reading the result and confirm's readlink cost the node one SSH session and a few
+// processes however long the activation runs, not an SSH session and a systemctl
+// per poll plus one for the readlink. It waits for the unit's main process with
+// GNU tail --pid (coreutils, as timeout), and polls every 250 ms only while the unit
+// has no main process. The unit has ended as switchResult judges it: active (a oneshot with
 // RemainAfterExit whose process exited 0), failed, or inactive with a main process
 // that ran; not-found is printed without waiting. A systemctl that fails ends the
 // script with its status and its stderr. It only reads: when the connection drops
 // before its answer arrives (an activation that restarts sshd or the network), the
 // body runs it again and reads the same; the unit is unloaded only once the body
 // has its result.
-const SwitchWaitScript = `unit=$1 bound=$2 waited=0 pause=250
+const SwitchWaitScript = `unit=$1 bound=$2 waited=0
 while :; do
-	props=$(systemctl show --property=` + switchProps + ` -- "$unit") || exit
-	load= active= code=
+	props=$(systemctl show --property=` + switchProps + `,MainPID -- "$unit") || exit
+	load= active= code= pid=0
 	while IFS== read -r key value; do
 		case $key in
 		LoadState) load=$value ;;
 		ActiveState) active=$value ;;
 		ExecMainCode) code=$value ;;
+		MainPID) pid=$value ;;
 		esac
 	done <<EOF
 $props
@@ -68,13 +72,17 @@ EOF
 	*/inactive/*) break ;;
 	esac
 	if [ "$waited" -ge "$bound" ]; then printf '%s\n' "$props"; exit 0; fi
-	case $pause in
-	250) sleep 0.25 ;;
-	500) sleep 0.5 ;;
-	*) sleep 1 ;;
-	esac
-	waited=$((waited + pause))
-	[ "$pause" -ge 1000 ] || pause=$((pause * 2))
+	if [ "$pid" -gt 0 ] 2>/dev/null; then
+		# Sleep until switch-to-configuration exits: tail checks the pid four times a
+		# second, with no process started per check.
+		timeout "$(((bound - waited + 999) / 1000))" tail --pid="$pid" -s 0.25 -f /dev/null 2>/dev/null
+		case $? in
+		0) waited=$((waited + 10)); continue ;;
+		124) waited=$bound; continue ;;
+		esac
+	fi
+	sleep 0.25
+	waited=$((waited + 250))
 done
 printf '%s\ncurrent=%s\n' "$props" "$(readlink -f /run/current-system)"
 `
