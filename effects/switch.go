@@ -43,14 +43,16 @@ const switchProps = "LoadState,ActiveState,Result,ExecMainCode,ExecMainStatus"
 // reading the result and confirm's readlink cost the node one SSH session and a few
 // processes however long the activation runs, not an SSH session and a systemctl
 // per poll plus one for the readlink. It waits for the unit's main process with
-// GNU tail --pid (coreutils, as timeout), and polls every 250 ms only while the unit
-// has no main process. The unit has ended as switchResult judges it: active (a oneshot with
+// GNU tail --pid (coreutils, as timeout), and polls every 250 ms only while the
+// unit has no main process.
+//
+// The unit has ended as switchResult judges it: active (a oneshot with
 // RemainAfterExit whose process exited 0), failed, or inactive with a main process
-// that ran; not-found is printed without waiting. A systemctl that fails ends the
-// script with its status and its stderr. It only reads: when the connection drops
-// before its answer arrives (an activation that restarts sshd or the network), the
-// body runs it again and reads the same; the unit is unloaded only once the body
-// has its result.
+// that ran (ExecMainCode not 0); not-found is printed without waiting. A systemctl
+// that fails ends the script with its status and its stderr. It only reads: when
+// the connection drops before its answer arrives (an activation that restarts sshd
+// or the network), the body runs it again and reads the same; the unit is unloaded
+// only once the body has its result.
 const SwitchWaitScript = `unit=$1 bound=$2 waited=0
 while :; do
 	props=$(systemctl show --property=` + switchProps + `,MainPID -- "$unit") || exit
@@ -68,7 +70,7 @@ EOF
 	case $load/$active/$code in
 	not-found/*) printf '%s\n' "$props"; exit 0 ;;
 	*/active/* | */failed/*) break ;;
-	*/inactive/0 | */inactive/) ;;
+	*/inactive/0) ;;
 	*/inactive/*) break ;;
 	esac
 	if [ "$waited" -ge "$bound" ]; then printf '%s\n' "$props"; exit 0; fi
