@@ -76,14 +76,14 @@ func OptionalArgv(path string, argv []string) []string {
 // an I/O error, a missing tool) is an error. It reads through a bounced connection
 // (retryUnreachable): the owned phase may be the first to talk to the node after
 // the switch.
-func (r *run) readOptional(ctx context.Context, path string, argv []string) (out string, err error) {
-	err = retryUnreachable(ctx, func() error {
-		var errOut string
-		var code int
-		out, errOut, code, err = r.command(ctx, OptionalArgv(path, argv))
+func (r *run) readOptional(ctx context.Context, path string, argv []string) (string, error) {
+	var out string
+	err := retryUnreachable(ctx, func() error {
+		stdout, errOut, code, err := r.command(ctx, OptionalArgv(path, argv))
 		if err == nil && code != 0 {
 			err = fmt.Errorf("%s exited %d: %s", argv[0], code, lastLine(errOut))
 		}
+		out = stdout
 		return err
 	})
 	return out, err

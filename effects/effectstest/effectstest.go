@@ -268,16 +268,9 @@ func (n *Node) run(c effects.Command) (int, error) {
 	case len(c.Argv) == 6 && c.Argv[0] == "sh" && c.Argv[2] == effects.SwitchWaitScript:
 		// The switch has ended by the time it is read: the script prints its
 		// result and /run/current-system.
-		props := n.switchProps()
-		n.mu.Lock()
-		cur := n.Current
-		n.mu.Unlock()
-		fmt.Fprintf(out, "%scurrent=%s\n", props, cur)
+		fmt.Fprintf(out, "%scurrent=%s\n", n.switchProps(), n.current())
 	case argv == "readlink -f /run/current-system":
-		n.mu.Lock()
-		cur := n.Current
-		n.mu.Unlock()
-		fmt.Fprintln(out, cur)
+		fmt.Fprintln(out, n.current())
 	case strings.HasPrefix(argv, "find -L "):
 		for _, u := range n.Owned {
 			fmt.Fprintf(out, "f %s\n", u)
@@ -292,6 +285,13 @@ func (n *Node) run(c effects.Command) (int, error) {
 		return 1, nil // no chain declared
 	}
 	return 0, nil
+}
+
+// current is where the node's /run/current-system leads.
+func (n *Node) current() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.Current
 }
 
 // switchProps is how systemctl shows the switch unit once the switch has exited
