@@ -285,6 +285,7 @@ func parseUnits(lines []string) map[string]Unit {
 			ExecStartPre:    pre,
 			ExecStartPost:   post,
 			TriggeredBy:     fieldsOrNil(p["TriggeredBy"]),
+			Triggers:        fieldsOrNil(p["Triggers"]),
 		}
 	}
 	for _, l := range lines {

@@ -24,7 +24,11 @@ import (
 // properties (`systemctl show`, one D-Bus GetAll per unit, which is what costs PID 1
 // its CPU) are read only for the units that need them:
 //
-//   - the arguments naming a unit ("*" reads every unit, as a first sample does);
+//   - the arguments naming a unit ("*" reads every unit), and the listed instances
+//     of an argument naming a template ("getty@.service");
+//   - with the argument "@triggers", every unit that starts others: the timers,
+//     paths, sockets and automounts, whose Triggers name the units a first sample
+//     must read in full from the next one on (see Sampler);
 //   - every unit not in a steady state in the cheap view (steady: inactive/dead, or
 //     active in a resting sub-state), so a failed, activating, auto-restarting,
 //     deactivating or reloading unit is always read in full;
@@ -104,8 +108,16 @@ BEGIN {
 	srand()
 	printf "%s begin clock\n%d\n\n%s end clock 0 \n", M, srand(), M
 }
+function template(u,   at) {
+	at = index(u, "@")
+	if (at == 0 || !match(u, /\.[^.]*$/) || RSTART < at + 2) return ""
+	return substr(u, 1, at) substr(u, RSTART)
+}
 $1 == "A" && NF >= 2 {
-	if (substr($2, 1, 1) == "=") { prev[substr($2, 2)] = $3 " " $4; compare = 1 } else { want[$2] = 1 }
+	if (substr($2, 1, 1) == "=") { prev[substr($2, 2)] = $3 " " $4; compare = 1 }
+	else if ($2 == "@triggers") triggers = 1
+	else if (index($2, "@.") > 1) tmpl[$2] = 1
+	else want[$2] = 1
 	next
 }
 $1 == "A" { next }
@@ -122,7 +134,10 @@ sec == "links" {
 $1 == M && $2 == "begin" { sec = $3; next }
 $1 == M { sec = ""; next }
 sec == "jobs" && NF >= 4 { want[$2] = 1 }
-sec == "list" && NF >= 4 { act[$1] = $3; if (!steady($3, $4)) want[$1] = 1 }
+sec == "list" && NF >= 4 {
+	act[$1] = $3
+	if (!steady($3, $4) || (template($1) in tmpl) || (triggers && $1 ~ /\.(timer|path|socket|automount)$/)) want[$1] = 1
+}
 END {
 	if (compare) for (u in act) {
 		i = (u in inv) ? inv[u] : "-"
@@ -171,7 +186,7 @@ for sy_line in $sy_full; do
 done
 unset IFS
 if [ $# -gt 0 ]; then
-	sy_section units systemctl --no-pager show --all --timestamp=unix --property=Id,Type,RemainAfterExit,LoadState,ActiveState,SubState,Result,NRestarts,InvocationID,ExecMainPID,ExecMainCode,ExecMainStatus,ExecMainStartTimestamp,ExecMainExitTimestamp,ExecStartPre,ExecStartPost,ConditionResult,ConditionTimestamp,ActiveEnterTimestamp,ActiveExitTimestamp,InactiveEnterTimestamp,InactiveExitTimestamp,Environment,TriggeredBy -- "$@"
+	sy_section units systemctl --no-pager show --all --timestamp=unix --property=Id,Type,RemainAfterExit,LoadState,ActiveState,SubState,Result,NRestarts,InvocationID,ExecMainPID,ExecMainCode,ExecMainStatus,ExecMainStartTimestamp,ExecMainExitTimestamp,ExecStartPre,ExecStartPost,ConditionResult,ConditionTimestamp,ActiveEnterTimestamp,ActiveExitTimestamp,InactiveEnterTimestamp,InactiveExitTimestamp,Environment,TriggeredBy,Triggers -- "$@"
 else
 	sy_section units true
 fi

@@ -49,6 +49,9 @@ type Unit struct {
 	// TriggeredBy are the units that start this one (its timers, paths, sockets);
 	// nil when none (or in samples of the first script, which did not read it).
 	TriggeredBy []string
+	// Triggers are the units this one starts (a timer's, path's, socket's or
+	// automount's units); nil when none, or in samples that did not read it.
+	Triggers []string
 }
 
 // ExecCommand is one ExecStartPre=/ExecStartPost= command's last run, as

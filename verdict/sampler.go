@@ -6,25 +6,35 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 )
 
 // AllUnits is the argument of ReadScript that reads every unit in full.
 const AllUnits = "*"
 
+// TriggerUnits is the argument of ReadScript that reads in full every unit that
+// starts others (timers, paths, sockets, automounts).
+const TriggerUnits = "@triggers"
+
 // Sampler takes the samples of one body and decides, from what the earlier ones
 // showed, which units each reads in full (ReadScript names the rest of the rule: the
 // units the node finds unsteady, with a job, or changed since the previous sample).
-// The first sample, and every sample after one whose units could not be read, reads
-// every unit in full: nothing is known yet of what ran before. A Sampler is used by
-// one goroutine.
+// A Sampler is used by one goroutine.
+//
+// The first sample reads in full only what it must: Full, the unsteady units, and
+// the units that start others, whose Triggers say which inactive units can run
+// between two samples (below). Reading every unit in full costs the node's PID 1
+// one GetAll per unit, about three times a cheap sample; a body's first sample is
+// the snapshot, taken on every node before its switch. A sample after one whose
+// units could not be read reads every unit in full: what changed meanwhile is not
+// known.
 type Sampler struct {
 	// Full names the units read in full in every sample: the units the deployed
 	// configuration owns and wants, and the chain gate's members. A template
 	// ("getty@.service") stands for its instances.
 	Full map[string]bool
 
+	read  bool            // a sample's units were read once
 	prev  map[string]Unit // the previous sample's units; nil: none read yet
 	watch map[string]bool // units put under watch: read in full for the rest of the body
 	ran   map[string]bool // units a full read showed with an invocation (they have run) or with a trigger (they can)
@@ -46,20 +56,28 @@ func (p *Sampler) Read(ctx context.Context, exec Exec) (Sample, error) {
 // whatever the node shows, and the previous sample's cheap view as
 // "=UNIT ACTIVE INVOCATION", so the node reads in full every unit that changed.
 //
-// Read in full: Full and its template instances; the units under watch (restarted
-// automatically, or once seen with NRestarts > 0); and the inactive units that have
-// run (an invocation ID seen) or that a timer, path or socket starts (TriggeredBy):
-// such a unit can start and stop between two samples (a timer's oneshot) with no
-// trace in the cheap view, since systemd removes its exported invocation when it
-// goes inactive; its InvocationID property still changes.
+// Read in full: Full (a template by its listed instances, which the node picks);
+// the units under watch (restarted automatically, or once seen with NRestarts > 0);
+// and the inactive units that have run (an invocation ID seen) or that a timer,
+// path, socket or automount starts (TriggeredBy, or a trigger's Triggers): such a
+// unit can start and stop between two samples (a timer's oneshot) with no trace in
+// the cheap view, since systemd removes its exported invocation when it goes
+// inactive; its InvocationID property still changes. The first sample adds
+// TriggerUnits. An inactive unit that ran before the first sample and that nothing
+// triggers is read in full once a sample sees it change.
 func (p *Sampler) Args() []string {
-	if p.prev == nil {
+	if p.prev == nil && p.read {
 		return []string{AllUnits}
 	}
-	var full, prev []string
+	full := slices.Collect(maps.Keys(p.Full))
+	full = append(full, slices.Collect(maps.Keys(p.watch))...)
+	if p.prev == nil {
+		full = append(full, TriggerUnits)
+	}
+	var prev []string
 	for _, name := range sortedNames(p.prev) {
 		u := p.prev[name]
-		if p.Full[name] || p.Full[template(name)] || p.watch[name] || (p.ran[name] && u.ActiveState == "inactive") {
+		if p.ran[name] && u.ActiveState == "inactive" {
 			full = append(full, name)
 		}
 		inv := u.ExportedInvocation
@@ -68,24 +86,8 @@ func (p *Sampler) Args() []string {
 		}
 		prev = append(prev, "="+name+" "+u.ActiveState+" "+inv)
 	}
-	for name := range p.Full { // not listed before: the node reads it if it lists it now
-		if _, ok := p.prev[name]; !ok && !strings.Contains(name, "@.") {
-			full = append(full, name)
-		}
-	}
 	slices.Sort(full)
 	return append(slices.Compact(full), prev...)
-}
-
-// template is the template of an instance name ("getty@.service" of
-// "getty@tty1.service"); "" for a name that is not an instance.
-func template(name string) string {
-	at := strings.IndexByte(name, '@')
-	dot := strings.LastIndexByte(name, '.')
-	if at < 0 || dot < at+2 {
-		return ""
-	}
-	return name[:at+1] + name[dot:]
 }
 
 // Observe learns from a sample: the units it read in full that restarted
@@ -97,6 +99,7 @@ func (p *Sampler) Observe(s Sample) {
 		p.prev = nil
 		return
 	}
+	p.read = true
 	if p.watch == nil {
 		p.watch, p.ran = map[string]bool{}, map[string]bool{}
 	}
@@ -109,6 +112,9 @@ func (p *Sampler) Observe(s Sample) {
 		}
 		if u.InvocationID != "" || len(u.TriggeredBy) > 0 {
 			p.ran[name] = true
+		}
+		for _, t := range u.Triggers {
+			p.ran[t] = true
 		}
 	}
 	for _, name := range LoopSuspects(s) {
