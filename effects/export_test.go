@@ -14,3 +14,6 @@ func (d *Deploy) WithSeams(resolve func(context.Context, Source) (string, error)
 
 // LockWhere is this process's place on a lock line (lockHolder.Where).
 func LockWhere() string { return lockIdentity().Where }
+
+// SplitOwned cuts OwnedScript's output (splitOwned).
+var SplitOwned = splitOwned

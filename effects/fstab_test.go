@@ -94,3 +94,25 @@ func TestFstabUnits(t *testing.T) {
 		})
 	}
 }
+
+// splitOwned reads only a complete OwnedScript output, and names the part a cut-short
+// one stopped in.
+func TestSplitOwned(t *testing.T) {
+	cases := []struct {
+		name, out           string
+		units, fstab, stuck string
+		ok                  bool
+	}{
+		{"complete", "##switchyard-owned units\nf a.service\n##switchyard-owned fstab\n/dev/x / ext4\n\n##switchyard-owned end\n", "f a.service\n", "/dev/x / ext4\n", "", true},
+		{"empty parts", "##switchyard-owned units\n##switchyard-owned fstab\n\n##switchyard-owned end\n", "", "", "", true},
+		{"nothing", "", "", "", "", false},
+		{"stopped in the units", "##switchyard-owned units\nf a.service\n", "", "", "units", false},
+		{"stopped in the fstab", "##switchyard-owned units\n##switchyard-owned fstab\n/dev/x / ext4\n", "", "", "fstab", false},
+	}
+	for _, c := range cases {
+		units, fstab, stuck, ok := splitOwned(c.out)
+		if units != c.units || fstab != c.fstab || stuck != c.stuck || ok != c.ok {
+			t.Errorf("%s: splitOwned = %q, %q, %q, %v; want %q, %q, %q, %v", c.name, units, fstab, stuck, ok, c.units, c.fstab, c.stuck, c.ok)
+		}
+	}
+}

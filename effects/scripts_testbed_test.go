@@ -2,6 +2,8 @@ package effects_test
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -119,5 +121,60 @@ func TestLockAcquireOnNode(t *testing.T) {
 	out = lock("acquire", "ci-2", "20", "60", "-")
 	if !strings.HasPrefix(out, "taken 2 ") {
 		t.Errorf("acquire once the switch unit ended printed %q", out)
+	}
+}
+
+// OwnedScript on a real node: the unit directory listed through its symlinks and the
+// fstab read whole in one command, an fstab line that looks like a marker included; a
+// toplevel without either reads as empty; a symlink loop in the unit directory and an
+// fstab that cannot be read fail, named by their part and with the command's stderr.
+func TestOwnedScriptOnNode(t *testing.T) {
+	node := testbed.Require(t).Node(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	fstab := "# data\n/dev/vdb /data ext4 defaults 0 2\n##switchyard-owned fstab\n##switchyard-owned end\n"
+	node.MustExec(t, "sh", "-c", `set -e
+mkdir -p /tmp/own/store /tmp/own/full/etc/systemd/system/multi-user.target.wants /tmp/own/none /tmp/own/loop/etc/systemd/system /tmp/own/badtab/etc/fstab
+echo '[Service]' > /tmp/own/store/b.service
+echo '[Service]' > /tmp/own/full/etc/systemd/system/a.service
+ln -s /tmp/own/store/b.service /tmp/own/full/etc/systemd/system/b.service
+ln -s ../a.service /tmp/own/full/etc/systemd/system/multi-user.target.wants/a.service
+printf '%s' "$1" > /tmp/own/full/etc/fstab
+ln -s loop.service /tmp/own/loop/etc/systemd/system/loop.service`, "sh", fstab)
+	run := func(top string) (string, int, string) {
+		out, err := node.Exec(ctx, effects.OwnedArgv(top)...)
+		var exit *testbed.ExitError
+		switch {
+		case err == nil:
+			return out, 0, ""
+		case errors.As(err, &exit):
+			return out, exit.Code, exit.Stderr
+		}
+		t.Fatalf("%s: %v", top, err)
+		return "", 0, ""
+	}
+
+	out, code, _ := run("/tmp/own/full")
+	units, tab, failed, ok := effects.SplitOwned(out)
+	wantUnits := []string{"d multi-user.target.wants", "f a.service", "f b.service", "f multi-user.target.wants/a.service"}
+	got := strings.Split(strings.TrimSpace(units), "\n")
+	slices.Sort(got)
+	if code != 0 || !ok || failed != "" || !slices.Equal(got, wantUnits) || tab != fstab {
+		t.Errorf("full toplevel: exit %d ok %v failed %q units %q fstab %q; want units %q and the fstab as written", code, ok, failed, got, tab, wantUnits)
+	}
+
+	out, code, _ = run("/tmp/own/none")
+	if units, tab, _, ok := effects.SplitOwned(out); code != 0 || !ok || units != "" || tab != "" {
+		t.Errorf("toplevel without units or fstab: exit %d ok %v units %q fstab %q; want both empty", code, ok, units, tab)
+	}
+
+	out, code, stderr := run("/tmp/own/loop")
+	if _, _, failed, ok := effects.SplitOwned(out); code == 0 || ok || failed != "units" || !strings.Contains(stderr, "loop.service") {
+		t.Errorf("symlink loop: exit %d ok %v failed %q stderr %q; want the units part failed, naming loop.service", code, ok, failed, stderr)
+	}
+
+	out, code, stderr = run("/tmp/own/badtab")
+	if _, _, failed, ok := effects.SplitOwned(out); code == 0 || ok || failed != "fstab" || !strings.Contains(stderr, "fstab") {
+		t.Errorf("fstab a directory: exit %d ok %v failed %q stderr %q; want the fstab part failed", code, ok, failed, stderr)
 	}
 }

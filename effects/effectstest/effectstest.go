@@ -271,7 +271,9 @@ func (n *Node) run(c effects.Command) (int, error) {
 		fmt.Fprintf(out, "%scurrent=%s\n", n.switchProps(), n.current())
 	case argv == "readlink -f /run/current-system":
 		fmt.Fprintln(out, n.current())
-	case strings.HasPrefix(argv, "find -L "):
+	case len(c.Argv) == 5 && c.Argv[0] == "sh" && c.Argv[2] == effects.OwnedScript:
+		// The units and wants; no etc/fstab.
+		fmt.Fprintln(out, "##switchyard-owned units")
 		for _, u := range n.Owned {
 			fmt.Fprintf(out, "f %s\n", u)
 		}
@@ -279,6 +281,7 @@ func (n *Node) run(c effects.Command) (int, error) {
 		for _, u := range n.Wanted {
 			fmt.Fprintf(out, "f multi-user.target.wants/%s\n", u)
 		}
+		fmt.Fprint(out, "##switchyard-owned fstab\n\n##switchyard-owned end\n")
 	case strings.HasPrefix(argv, "cat -- /run/current-system/etc/switchyard/chain"):
 		return 1, nil
 	case strings.HasPrefix(argv, "test -e /run/current-system/etc/switchyard/chain "):
