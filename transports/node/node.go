@@ -78,6 +78,68 @@ func Step(ctx context.Context, r Runner, what string, path []string, argv ...str
 	return nil
 }
 
+// FinalizeScript is finalize's two steps in one command: it points the system
+// profile ($1) at the toplevel ($2) with nix-env, then installs the boot entry with
+// the toplevel's own switch-to-configuration boot. It is a fixed text; the paths
+// are its arguments. The marker line it prints before the second step tells which
+// step a failure belongs to. One command instead of two saves a round trip at the
+// end of every node's deploy.
+const FinalizeScript = `nix-env -p "$1" --set "$2" || exit
+printf '%s\n' '` + bootMarker + `'
+exec "$2/bin/switch-to-configuration" boot
+`
+
+const bootMarker = "##switchyard-finalize boot"
+
+// Finalize runs FinalizeScript for toplevel, with toplevel's sw/bin first on PATH.
+// Its error names the step as Step's does: "set the system profile: nix-env exited
+// 1: ..." or "install the boot entry: <toplevel>/bin/switch-to-configuration exited
+// 1: ...".
+func Finalize(ctx context.Context, r Runner, toplevel string) error {
+	var out markerWriter
+	var errOut stream.Tail
+	code, err := r.Run(ctx, effects.Command{
+		Argv:   []string{"sh", "-c", FinalizeScript, "sh", SystemProfile, toplevel},
+		Stdout: &out, Stderr: &errOut, Path: []string{toplevel + "/sw/bin"},
+	})
+	what, cmd := "set the system profile", "nix-env"
+	if out.seen {
+		what, cmd = "install the boot entry", toplevel+"/bin/switch-to-configuration"
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if code != 0 {
+		msg := fmt.Sprintf("%s: %s exited %d", what, cmd, code)
+		if last := errOut.LastLine(); last != "" {
+			msg += ": " + last
+		}
+		return errors.New(msg)
+	}
+	return nil
+}
+
+// markerWriter notes whether FinalizeScript's marker line went by, however the
+// output is cut into writes; the rest is dropped.
+type markerWriter struct {
+	line []byte
+	seen bool
+}
+
+func (w *markerWriter) Write(p []byte) (int, error) {
+	for _, b := range p {
+		switch {
+		case w.seen:
+		case b == '\n':
+			w.seen = string(w.line) == bootMarker
+			w.line = w.line[:0]
+		case len(w.line) <= len(bootMarker):
+			w.line = append(w.line, b)
+		}
+	}
+	return len(p), nil
+}
+
 // NoSwitchRuntimeArgs is embedded by a transport that adds no options to the
 // switch's unit: the body bounds it by DEPLOY_SWITCH_TIMEOUT (TimeoutStartSec=),
 // the same over every transport.

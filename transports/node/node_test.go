@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 
@@ -50,9 +51,10 @@ func TestErrorsMatchByValue(t *testing.T) {
 	}
 }
 
-// runner answers every command with a fixed exit status and stderr.
+// runner answers every command with a fixed exit status, stdout and stderr.
 type runner struct {
 	code   int
+	stdout string
 	stderr string
 	err    error
 	argv   []string
@@ -61,6 +63,11 @@ type runner struct {
 
 func (r *runner) Run(_ context.Context, c effects.Command) (int, error) {
 	r.argv, r.path = c.Argv, c.Path
+	if c.Stdout != nil {
+		// In two writes, cut inside a line, as a stream may be.
+		io.WriteString(c.Stdout, r.stdout[:len(r.stdout)/2])
+		io.WriteString(c.Stdout, r.stdout[len(r.stdout)/2:])
+	}
 	if c.Stderr != nil {
 		io.WriteString(c.Stderr, r.stderr)
 	}
@@ -85,5 +92,37 @@ func TestStep(t *testing.T) {
 	r = &runner{code: -1, err: Unreachable(nil, "gone")}
 	if err := Step(ctx, r, "install the boot entry", nil, "x"); !errors.Is(err, effects.ErrUnreachable) {
 		t.Errorf("a transport error must stay matchable: %v", err)
+	}
+}
+
+// Finalize runs both steps in one command; a failure is named by the step the
+// script's marker says it reached.
+func TestFinalize(t *testing.T) {
+	ctx := context.Background()
+	top := "/nix/store/aaaa-nixos-system"
+	r := &runner{stdout: "##switchyard-finalize boot\nupdating\n"}
+	if err := Finalize(ctx, r, top); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"sh", "-c", FinalizeScript, "sh", SystemProfile, top}; !slices.Equal(r.argv, want) || !slices.Equal(r.path, []string{top + "/sw/bin"}) {
+		t.Errorf("ran %q with path %q", r.argv, r.path)
+	}
+	cases := []struct {
+		r    *runner
+		want string
+	}{
+		{&runner{code: 1, stderr: "error: cannot set profile\n"}, "set the system profile: nix-env exited 1: error: cannot set profile"},
+		{&runner{code: 1, stdout: "##switchyard-finalize bootx\n", stderr: "x\n"}, "set the system profile: nix-env exited 1: x"},
+		{&runner{code: 4, stdout: "generation\n##switchyard-finalize boot\n", stderr: "boot loader failed\n"},
+			"install the boot entry: " + top + "/bin/switch-to-configuration exited 4: boot loader failed"},
+	}
+	for _, c := range cases {
+		if err := Finalize(ctx, c.r, top); err == nil || err.Error() != c.want {
+			t.Errorf("err = %v, want %q", err, c.want)
+		}
+	}
+	r = &runner{code: -1, stdout: "##switchyard-finalize boot\n", err: Unreachable(nil, "gone")}
+	if err := Finalize(ctx, r, top); !errors.Is(err, effects.ErrUnreachable) || !strings.HasPrefix(err.Error(), "install the boot entry: ") {
+		t.Errorf("a transport error must stay matchable and name the step: %v", err)
 	}
 }

@@ -10,16 +10,13 @@ import (
 )
 
 // FinalizeBootloader points the system profile at toplevel, then installs the
-// boot entry with toplevel's own switch-to-configuration boot.
+// boot entry with toplevel's own switch-to-configuration boot, in one command
+// (node.Finalize).
 func (t *Transport) FinalizeBootloader(ctx context.Context, toplevel string) error {
 	if !strings.HasPrefix(toplevel, "/") {
 		return fmt.Errorf("finalize: toplevel %q is not a store path", toplevel)
 	}
-	path := []string{toplevel + "/sw/bin"}
-	if err := node.Step(ctx, t, "set the system profile", path, "nix-env", "-p", node.SystemProfile, "--set", toplevel); err != nil {
-		return err
-	}
-	return node.Step(ctx, t, "install the boot entry", path, toplevel+"/bin/switch-to-configuration", "boot")
+	return node.Finalize(ctx, t, toplevel)
 }
 
 // RevertBootloader points the boot entry back at the running generation, with

@@ -411,6 +411,13 @@ echo 'deploy ALL=(ALL) NOPASSWD: ALL' > /etc/sudoers.d/deploy`)
 	if err == nil || !strings.Contains(err.Error(), "set the system profile") {
 		t.Errorf("FinalizeBootloader of a missing path: %v", err)
 	}
+	// /boot a file: the profile is set, switch-to-configuration boot fails.
+	node.MustExec(t, "sh", "-c", "mv /boot /boot.away && touch /boot")
+	err = tr.FinalizeBootloader(ctxFor(t, time.Minute), top)
+	node.MustExec(t, "sh", "-c", "rm /boot && mv /boot.away /boot")
+	if err == nil || !strings.HasPrefix(err.Error(), "install the boot entry: "+top+"/bin/switch-to-configuration exited ") {
+		t.Errorf("FinalizeBootloader with /boot a file: %v", err)
+	}
 	if n := ssh.Dials(tr); n != 1 {
 		t.Errorf("%d dials for the whole sequence, want 1", n)
 	}
