@@ -133,10 +133,11 @@ func (r *run) command(ctx context.Context, argv []string) (stdout, stderr string
 	return out.String(), errOut.String(), code, err
 }
 
-// read takes one sample of the node's systemd state (one round trip). The first
-// reads every unit in full; later ones read in full the owned and wanted units (known
-// from phase 9 on), the chain's members and what the sampler learnt to watch, and
-// every other unit cheaply unless the node finds it unsteady or changed.
+// read takes one sample of the node's systemd state (one round trip). Every sample
+// reads in full the owned and wanted units (known from phase 9 on) and the chain's
+// members; the first also the units that trigger others, later ones what the sampler
+// learnt to watch; every other unit cheaply unless the node finds it unsteady or
+// changed (verdict.Sampler).
 func (r *run) read(ctx context.Context) (verdict.Sample, error) {
 	full := map[string]bool{}
 	for _, set := range []map[string]bool{r.owned, r.wanted} {
