@@ -34,9 +34,8 @@ type Sampler struct {
 	// ("getty@.service") stands for its instances.
 	Full map[string]bool
 
-	read  bool            // a sample's units were read once
 	prev  map[string]Unit // the previous sample's units; nil: none read yet
-	watch map[string]bool // units put under watch: read in full for the rest of the body
+	watch map[string]bool // units put under watch: read in full for the rest of the body; nil until a sample's units were read
 	ran   map[string]bool // units a full read showed with an invocation (they have run) or with a trigger (they can)
 }
 
@@ -66,7 +65,7 @@ func (p *Sampler) Read(ctx context.Context, exec Exec) (Sample, error) {
 // TriggerUnits. An inactive unit that ran before the first sample and that nothing
 // triggers is read in full once a sample sees it change.
 func (p *Sampler) Args() []string {
-	if p.prev == nil && p.read {
+	if p.prev == nil && p.watch != nil { // after a sample whose units were not read
 		return []string{AllUnits}
 	}
 	full := slices.Collect(maps.Keys(p.Full))
@@ -99,7 +98,6 @@ func (p *Sampler) Observe(s Sample) {
 		p.prev = nil
 		return
 	}
-	p.read = true
 	if p.watch == nil {
 		p.watch, p.ran = map[string]bool{}, map[string]bool{}
 	}

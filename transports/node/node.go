@@ -68,14 +68,20 @@ func Step(ctx context.Context, r Runner, what string, path []string, argv ...str
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	if code != 0 {
-		msg := fmt.Sprintf("%s: %s exited %d", what, argv[0], code)
-		if last := errOut.LastLine(); last != "" {
-			msg += ": " + last
-		}
-		return errors.New(msg)
+	return stepExit(what, argv[0], code, &errOut)
+}
+
+// stepExit is the error of a step whose command cmd exited code (nil for 0): the
+// step, the exit status and stderr's last line.
+func stepExit(what, cmd string, code int, errOut *stream.Tail) error {
+	if code == 0 {
+		return nil
 	}
-	return nil
+	msg := fmt.Sprintf("%s: %s exited %d", what, cmd, code)
+	if last := errOut.LastLine(); last != "" {
+		msg += ": " + last
+	}
+	return errors.New(msg)
 }
 
 // FinalizeScript is finalize's two steps in one command: it points the system
@@ -109,14 +115,7 @@ func Finalize(ctx context.Context, r Runner, toplevel string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	if code != 0 {
-		msg := fmt.Sprintf("%s: %s exited %d", what, cmd, code)
-		if last := errOut.LastLine(); last != "" {
-			msg += ": " + last
-		}
-		return errors.New(msg)
-	}
-	return nil
+	return stepExit(what, cmd, code, &errOut)
 }
 
 // markerWriter notes whether FinalizeScript's marker line went by, however the
