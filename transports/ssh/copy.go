@@ -5,6 +5,7 @@ import (
 	"io"
 	"sync"
 
+	"github.com/switchyard-nix/switchyard/effects"
 	"github.com/switchyard-nix/switchyard/transports/node"
 )
 
@@ -21,5 +22,13 @@ func (t *Transport) CopyClosure(ctx context.Context, paths []string) error {
 	if hook, ok := copyHooks.Load(t); ok {
 		wrap = hook.(func(io.Writer) io.Writer)
 	}
-	return node.CopyClosure(ctx, t, &t.Copies, paths, wrap)
+	return node.CopyClosure(ctx, bulkRunner{t}, &t.Copies, paths, wrap)
+}
+
+// bulkRunner runs the copy's `nix-store --serve --write` with a wide stdin pipe
+// (wideStdin): the closure's NARs are the one bulk stream a deploy sends.
+type bulkRunner struct{ t *Transport }
+
+func (b bulkRunner) Run(ctx context.Context, cmd effects.Command) (int, error) {
+	return b.t.run(ctx, cmd, true)
 }

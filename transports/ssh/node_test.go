@@ -374,6 +374,28 @@ echo 'deploy ALL=(ALL) NOPASSWD: ALL' > /etc/sudoers.d/deploy`)
 		t.Errorf("sudo: exit %d, want 9", code)
 	}
 
+	// The copy's command finds its stdin a 1 MiB pipe (wideStdin), as root and
+	// under sudo; any other command the kernel's 64 KiB. perl asks F_GETPIPE_SZ.
+	pipeSize := []string{"perl", "-e", "print fcntl(STDIN, 1032, 0)"}
+	for _, c := range []struct {
+		tr   *ssh.Transport
+		wide bool
+		want string
+	}{{tr, true, "1048576"}, {trSudo, true, "1048576"}, {tr, false, "65536"}, {trSudo, false, "65536"}} {
+		var out, errOut bytes.Buffer
+		cmd := effects.Command{Argv: pipeSize, Stdin: strings.NewReader("x"), Stdout: &out, Stderr: &errOut}
+		var code int
+		var err error
+		if c.wide {
+			code, err = ssh.RunWide(c.tr, ctxFor(t, time.Minute), cmd)
+		} else {
+			code, err = c.tr.Run(ctxFor(t, time.Minute), cmd)
+		}
+		if err != nil || code != 0 || out.String() != c.want {
+			t.Errorf("stdin pipe size (%s, wide %v): exit %d, %v, %q (stderr %q), want %s", c.tr.Target(), c.wide, code, err, out.String(), errOut.String(), c.want)
+		}
+	}
+
 	if code := node.Switch(t, top, "switch"); code != 0 {
 		t.Fatalf("fixture switch exited %d", code)
 	}

@@ -27,6 +27,12 @@ var cancelGrace = 2 * time.Second
 // refuses signal requests in a root login's session, and a command without a
 // terminal outlives its closed session).
 func (t *Transport) Run(ctx context.Context, cmd effects.Command) (int, error) {
+	return t.run(ctx, cmd, false)
+}
+
+// run is Run; with wide the command's standard input is first made a wide pipe
+// (wideStdin), for a command that reads a bulk stream (the copy).
+func (t *Transport) run(ctx context.Context, cmd effects.Command, wide bool) (int, error) {
 	// Under a deploy lock's fence the node runs the command only if the lock is
 	// still this deployer's, checked in the same command.
 	cmd.Argv = effects.FenceArgv(ctx, cmd.Argv)
@@ -36,7 +42,7 @@ func (t *Transport) Run(ctx context.Context, cmd effects.Command) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return -1, err
 	}
-	line := commandLine(cmd.Argv, cmd.Path, t.cfg.User != "root")
+	line := commandLine(cmd.Argv, cmd.Path, t.cfg.User != "root", wide)
 
 	c, dialled, err := t.conn(ctx)
 	if err != nil {
@@ -232,18 +238,33 @@ func shellQuote(s string) string {
 // the process group of the command, which exec keeps.
 const pidReport = `printf '` + stream.PIDPrefix + `%d\n' "$$" >&2; `
 
+// wideStdin makes the standard input of the session's shell a pipe of 1 MiB
+// instead of the kernel's 64 KiB, when the node has perl (NixOS's default
+// environment.defaultPackages holds it; without it nothing changes). sshd writes
+// a session's data to the command's stdin pipe at most a pipe's worth per turn of
+// its loop while it reads up to 256 KiB per turn from the connection, so during a
+// bulk stream its channel buffer grows to the whole 2 MiB window, 32 KiB at a
+// time, and OpenSSH reallocates and copies the buffer at each step (fresh pages
+// each time above malloc's mmap threshold). A 4 MiB stream into a test-bed node
+// cost its sshd 1.26 s of CPU through a 64 KiB pipe and 0.20 s through a 1 MiB
+// one. 1031 is F_SETPIPE_SZ (the same on every Linux architecture); 1 MiB is the
+// kernel's default pipe-max-size, up to which any user may grow a pipe. A failure
+// (a smaller limit, stdin not a pipe) leaves the pipe as it was. The login user
+// runs it, before sudo: the pipe is the session's.
+const wideStdin = `command -v perl >/dev/null 2>&1 && perl -e 'fcntl(STDIN, 1031, 1048576)' 2>/dev/null; `
+
 // commandLine is the one command string the SSH protocol carries: the pid
 // report, then every argv element and PATH directory single-quoted, nothing else
 // from input. path is appended to the node's PATH (without an empty element when
 // PATH is unset, which would mean the working directory). With sudo (a user
 // other than root) the command runs under "sudo -n", and env carries PATH
-// through sudo's reset.
-func commandLine(argv, path []string, sudo bool) string {
-	return pidReport + execLine(argv, path, sudo)
+// through sudo's reset. wide: the stdin pipe is widened first (wideStdin).
+func commandLine(argv, path []string, sudo, wide bool) string {
+	return pidReport + execLine(argv, path, sudo, wide)
 }
 
 // execLine is commandLine without the pid report.
-func execLine(argv, path []string, sudo bool) string {
+func execLine(argv, path []string, sudo, wide bool) string {
 	var b strings.Builder
 	if len(path) > 0 {
 		b.WriteString(`PATH="${PATH:+$PATH:}"`)
@@ -254,6 +275,9 @@ func execLine(argv, path []string, sudo bool) string {
 			b.WriteString(shellQuote(dir))
 		}
 		b.WriteString("; export PATH; ")
+	}
+	if wide {
+		b.WriteString(wideStdin)
 	}
 	b.WriteString("exec")
 	if sudo {
@@ -275,7 +299,7 @@ func execLine(argv, path []string, sudo bool) string {
 func killLine(pgid int, sig string, sudo bool) string {
 	group := "-" + strconv.Itoa(pgid)
 	if sudo {
-		return execLine([]string{"kill", "-" + sig, "--", group}, nil, true)
+		return execLine([]string{"kill", "-" + sig, "--", group}, nil, true, false)
 	}
 	return "kill -" + sig + " " + group
 }
