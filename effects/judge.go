@@ -68,19 +68,32 @@ func (r *run) settle(ctx context.Context) error {
 	return nil
 }
 
-// 12. cycle watch
+// 12. cycle watch: a sample every CycleInterval, for CycleWindows windows. The
+// interval runs from one sample's start to the next's, so the time a sample itself
+// takes (long on a busy node, or on a fleet sharing a machine) does not stretch the
+// windows or the watch (nextSampleIn).
 func (r *run) cycleWatch(ctx context.Context) error {
 	if len(r.samples) == 0 {
 		r.sample(ctx)
 	}
 	r.cycleStart = len(r.samples) - 1
+	began := time.Now()
 	for w := 0; w < r.cfg.CycleWindows; w++ {
-		if err := sleep(ctx, r.cfg.CycleInterval); err != nil {
+		if err := sleep(ctx, nextSampleIn(began, time.Now(), r.cfg.CycleInterval)); err != nil {
 			return stopWith(exitcode.Infra, "%w", err)
 		}
+		began = time.Now()
 		r.sample(ctx)
 	}
 	return nil
+}
+
+// nextSampleIn is how long the cycle watch waits, at now, for its next sample when
+// the last one began at began: until an interval after began, but at least half an
+// interval, so that after a sample that took longer than the interval the next
+// window still has a length in which a unit can change.
+func nextSampleIn(began, now time.Time, interval time.Duration) time.Duration {
+	return max(interval-now.Sub(began), interval/2)
 }
 
 // loopWatchLimit bounds the loop watch's waiting: a suspect that neither restarts
