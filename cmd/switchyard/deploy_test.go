@@ -176,12 +176,25 @@ func TestDeployRestartLoop(t *testing.T) {
 func TestVerdictOnlyChainConverges(t *testing.T) {
 	node, top := setup(t, "secret-chain")
 	wantCode(t, switchyard(t, nil, deployArgs(node, "--toplevel", top, "--output", "json")...), 0)
-	// Take the chain down: the agent delivers the secret 4 s after its restart.
+	// Take the chain down: the agent stopped, the secret gone. The agent starts again
+	// once the gate has begun (its phase's start event) and delivers the secret 4 s
+	// later, so the gate has to wait for it however long the pass took to reach the
+	// gate (a restart before the pass could deliver first on a busy machine).
+	// The secret goes first: secrets-ready.path starts its service again while the
+	// file exists.
 	node.MustExec(t, "rm", "-f", "/run/switchyard-test/secret")
-	node.MustExec(t, "systemctl", "stop", "secrets-ready.service")
-	node.MustExec(t, "systemctl", "restart", "secret-agent.service")
-	r := switchyard(t, []string{"DEPLOY_VERDICT_ONLY=1"}, deployArgs(node, "--output", "json")...)
+	node.MustExec(t, "systemctl", "stop", "secret-agent.service", "secrets-ready.service")
+	agentStarted := false
+	r := switchyardWatching(t, []string{"DEPLOY_VERDICT_ONLY=1"}, func(e map[string]any) {
+		if e["kind"] == "phase" && e["phase"] == "chain" && e["state"] == "start" {
+			node.MustExec(t, "systemctl", "start", "secret-agent.service")
+			agentStarted = true
+		}
+	}, deployArgs(node, "--output", "json")...)
 	wantCode(t, r, 0)
+	if !agentStarted {
+		t.Fatal("no start event of the chain phase")
+	}
 	var chainDone, sweepStart = -1, -1
 	var chainMS float64
 	for i, e := range r.events {

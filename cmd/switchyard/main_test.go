@@ -47,13 +47,43 @@ func (r run) verdict(t *testing.T) map[string]any {
 
 func switchyard(t *testing.T, env []string, args ...string) run {
 	t.Helper()
+	return switchyardWatching(t, env, nil, args...)
+}
+
+// switchyardWatching is switchyard that, with onEvent not nil, hands it each line
+// of stdout that is a JSON event as soon as it is printed, so a test can act on a
+// node when a phase starts.
+func switchyardWatching(t *testing.T, env []string, onEvent func(map[string]any), args ...string) run {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary, args...)
 	cmd.Env = append(append(os.Environ(), fastEnv...), env...)
 	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
+	cmd.Stderr = &stderr
+	var err error
+	if onEvent == nil {
+		cmd.Stdout = &stdout
+		err = cmd.Run()
+	} else {
+		pipe, perr := cmd.StdoutPipe()
+		if perr != nil {
+			t.Fatal(perr)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatalf("run switchyard: %v", err)
+		}
+		sc := bufio.NewScanner(io.TeeReader(pipe, &stdout))
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			var e map[string]any
+			if json.Unmarshal(sc.Bytes(), &e) == nil {
+				onEvent(e)
+			}
+		}
+		_, _ = io.Copy(&stdout, pipe) // what a line too long for the scanner left
+		err = cmd.Wait()
+	}
 	r := run{stdout: stdout.String(), stderr: stderr.String()}
 	if err != nil {
 		ee, ok := err.(*exec.ExitError)
