@@ -176,12 +176,12 @@ func TestDeployRestartLoop(t *testing.T) {
 func TestVerdictOnlyChainConverges(t *testing.T) {
 	node, top := setup(t, "secret-chain")
 	wantCode(t, switchyard(t, nil, deployArgs(node, "--toplevel", top, "--output", "json")...), 0)
-	// Take the chain down: the agent stopped, the secret gone. The agent starts again
-	// once the gate has begun (its phase's start event) and delivers the secret 4 s
-	// later, so the gate has to wait for it however long the pass took to reach the
-	// gate (a restart before the pass could deliver first on a busy machine).
-	// The secret goes first: secrets-ready.path starts its service again while the
-	// file exists.
+	// Take the chain down: the secret gone first (secrets-ready.path starts its
+	// service again while the file exists), then the agent and the tail stopped. The
+	// agent starts again once the gate has begun (its phase's start event) and
+	// delivers the secret 4 s later, so the gate has to wait for it however long the
+	// pass took to reach the gate (a restart before the pass could deliver first on a
+	// busy machine).
 	node.MustExec(t, "rm", "-f", "/run/switchyard-test/secret")
 	node.MustExec(t, "systemctl", "stop", "secret-agent.service", "secrets-ready.service")
 	agentStarted := false
