@@ -3,6 +3,8 @@ package effects
 import (
 	"testing"
 	"time"
+
+	"github.com/switchyard-nix/switchyard/verdict"
 )
 
 func TestNextSampleIn(t *testing.T) {
@@ -23,5 +25,29 @@ func TestNextSampleIn(t *testing.T) {
 	}
 	if got := nextSampleIn(t0, t0.Add(time.Second), 0); got != 0 {
 		t.Errorf("interval 0: wait %v, want 0", got)
+	}
+}
+
+func TestWindowStart(t *testing.T) {
+	now := time.Date(2026, 12, 2, 3, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		name string
+		at   time.Time
+		want time.Time
+	}{
+		{"the last sample began before the watch", now.Add(-1500 * time.Millisecond), now.Add(-1500 * time.Millisecond)},
+		{"a sample with no time", time.Time{}, now},
+		{"a sample stamped later than now", now.Add(time.Second), now},
+		{"a sample just now", now, now},
+	} {
+		if got := windowStart(verdict.Sample{At: c.at}, now); !got.Equal(c.want) {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+	// With the first window's start, the watch's first wait is the rest of the
+	// interval after that sample, as for the windows after it.
+	last := verdict.Sample{At: now.Add(-1500 * time.Millisecond)}
+	if got := nextSampleIn(windowStart(last, now), now, 5*time.Second); got != 3500*time.Millisecond {
+		t.Errorf("first wait %v, want 3.5s", got)
 	}
 }

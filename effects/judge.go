@@ -77,7 +77,7 @@ func (r *run) cycleWatch(ctx context.Context) error {
 		r.sample(ctx)
 	}
 	r.cycleStart = len(r.samples) - 1
-	began := time.Now()
+	began := windowStart(r.samples[r.cycleStart], time.Now())
 	for w := 0; w < r.cfg.CycleWindows; w++ {
 		if err := sleep(ctx, nextSampleIn(began, time.Now(), r.cfg.CycleInterval)); err != nil {
 			return stopWith(exitcode.Infra, "%w", err)
@@ -86,6 +86,18 @@ func (r *run) cycleWatch(ctx context.Context) error {
 		r.sample(ctx)
 	}
 	return nil
+}
+
+// windowStart is when the cycle watch's first window began: when its first sample
+// (the last one before the watch, at) was taken, as every later window begins when
+// its sample is taken. So a slow sample before the watch (a loaded node answers in
+// seconds) does not lengthen the first window by its own time. A sample with no
+// time, or one from the future, starts it now.
+func windowStart(last verdict.Sample, now time.Time) time.Time {
+	if last.At.IsZero() || last.At.After(now) {
+		return now
+	}
+	return last.At
 }
 
 // nextSampleIn is how long the cycle watch waits, at now, for its next sample when
