@@ -58,6 +58,10 @@ func newFleet(m method.Method, d *merge.Deployment, p *plan.Plan, cfg effects.Co
 	f.open = f.transport
 	cache := evalcache.Open(cfg.EvalCacheDir, nil)
 	f.evaluate = func(ctx context.Context, n *plan.Node) (string, string, error) { return evaluate(ctx, cache, n) }
+	if p != nil {
+		// The plan's nodes the cache misses are evaluated together (evalBatch).
+		f.evaluate = newEvalBatch(cache, p.Nodes).evaluate
+	}
 	f.outputs = func(ctx context.Context, drv string) (string, error) {
 		return local(ctx, nil, []string{"nix-store", "--query", "--outputs", "--", drv})
 	}

@@ -1,7 +1,11 @@
 package plan
 
 import (
+	"errors"
 	"path/filepath"
+	"strings"
+
+	"github.com/switchyard-nix/switchyard/nix"
 )
 
 // Build is what nix/build.nix needs to evaluate a node's toplevel.
@@ -28,6 +32,40 @@ func EvalArgv(b Build) []string {
 		argv = append(argv, "--argstr", "nixpkgs", b.Nixpkgs)
 	}
 	return append(argv, "--attr", "toplevel", "--", filepath.Join(b.StateDir, "nix", "build.nix"))
+}
+
+// BatchEvalArgv is the nix-instantiate command that evaluates several nodes' toplevel
+// derivations in one Nix process (nix/batch.nix: build.nix applied to each node's
+// directory), printing one .drv per node in the order of builds. It runs in EvalEnv,
+// as EvalArgv does, and gives what EvalArgv gives each node. The nodes must share
+// everything but their directory (one plan's nodes do), and a directory must be one
+// line (it is passed one per line); otherwise there is no batch command and each node
+// is evaluated on its own.
+func BatchEvalArgv(builds []Build) ([]string, error) {
+	if len(builds) == 0 {
+		return nil, errors.New("batch evaluation: no nodes")
+	}
+	first := builds[0]
+	dirs := make([]string, 0, len(builds))
+	for _, b := range builds {
+		if b.StateDir != first.StateDir || b.Tree != first.Tree || b.System != first.System || b.Nixpkgs != first.Nixpkgs {
+			return nil, errors.New("batch evaluation: the nodes differ in more than their directory")
+		}
+		if b.NodeDir == "" || strings.ContainsAny(b.NodeDir, "\n\r") {
+			return nil, errors.New("batch evaluation: a node directory that is not one line")
+		}
+		dirs = append(dirs, b.NodeDir)
+	}
+	argv := []string{"nix-instantiate", "--option", "nix-path", "",
+		"--argstr", "build", filepath.Join(first.StateDir, "nix", "build.nix"),
+		"--argstr", "tree", first.Tree,
+		"--argstr", "nodeDirs", strings.Join(dirs, "\n"),
+		"--argstr", "system", first.System,
+	}
+	if first.Nixpkgs != "" {
+		argv = append(argv, "--argstr", "nixpkgs", first.Nixpkgs)
+	}
+	return append(argv, "--expr", string(nix.File("batch.nix"))), nil
 }
 
 // evalEnvironment is what a node's evaluation keeps of the caller's environment: the

@@ -266,3 +266,58 @@ func TestFlakeOutputs(t *testing.T) {
 		t.Errorf("flake outputs\n got %s\nwant %s", out, want)
 	}
 }
+
+// One batch evaluation gives every node the derivation its own evaluation gives, in
+// the order of the nodes; a node that fails fails the batch.
+func TestBatchEvalMatchesEach(t *testing.T) {
+	nixtest.Require(t, "nix-instantiate")
+	tree := plantest.WriteTree(t, filepath.Join(t.TempDir(), "tree"), plantest.Tree{
+		Nodes: []plantest.Node{{Name: "web1", Host: "127.0.0.1", Port: 2222}, {Name: "web2", Host: "127.0.0.1", Port: 2223},
+			{Name: "web3", Host: "127.0.0.1", Port: 2224}},
+	})
+	p := compute(t, tree, run{})
+	each := instantiate(t, p)
+	// web3 before web1: the output follows the order given, not the plan's.
+	order := []*Node{node(t, p, "web3"), node(t, p, "web1"), node(t, p, "web2")}
+	var builds []Build
+	for _, n := range order {
+		builds = append(builds, n.Build())
+	}
+	argv, err := BatchEvalArgv(builds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Fields(runNix(t, argv...))
+	var want []string
+	for _, n := range order {
+		want = append(want, each[n.Name])
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("batch vs one evaluation per node (-want +got)\n%s", d)
+	}
+	if len(got) == 3 && got[0] == got[1] {
+		t.Error("two nodes, one toplevel")
+	}
+
+	plantest.BreakNode(t, tree, "web2")
+	p = compute(t, tree, run{})
+	if err := p.Write(); err != nil {
+		t.Fatal(err)
+	}
+	builds = nil
+	for _, n := range p.Nodes {
+		builds = append(builds, n.Build())
+	}
+	if argv, err = BatchEvalArgv(builds); err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stderr = &stderr
+	if out, err := cmd.Output(); err == nil {
+		t.Errorf("a batch with a broken node printed %q and no error", out)
+	}
+	if !strings.Contains(stderr.String(), "web2 is broken") {
+		t.Errorf("the batch failed with %q, not web2's error", stderr.String())
+	}
+}

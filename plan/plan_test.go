@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/switchyard-nix/switchyard/nix"
 	"github.com/switchyard-nix/switchyard/plan/field"
 )
 
@@ -342,5 +343,43 @@ func TestEvalArgv(t *testing.T) {
 	got = EvalArgv(Build{StateDir: "/s", Tree: "/t", NodeDir: "/s/nodes/web1", System: "nixos", Nixpkgs: "/nix/store/x-source"})
 	if !strings.Contains(strings.Join(got, " "), "--argstr system nixos --argstr nixpkgs /nix/store/x-source --attr toplevel") {
 		t.Errorf("nixos argv %v", got)
+	}
+}
+
+func TestBatchEvalArgv(t *testing.T) {
+	builds := []Build{
+		{StateDir: "/s", Tree: "/t", NodeDir: "/s/nodes/web1", System: "builder.nix"},
+		{StateDir: "/s", Tree: "/t", NodeDir: "/s/nodes/web2", System: "builder.nix"},
+	}
+	got, err := BatchEvalArgv(builds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"nix-instantiate", "--option", "nix-path", "", "--argstr", "build", "/s/nix/build.nix",
+		"--argstr", "tree", "/t", "--argstr", "nodeDirs", "/s/nodes/web1\n/s/nodes/web2",
+		"--argstr", "system", "builder.nix", "--expr", string(nix.File("batch.nix"))}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("(-want +got)\n%s", d)
+	}
+	nixos := []Build{{StateDir: "/s", Tree: "/t", NodeDir: "/s/nodes/a", System: "nixos", Nixpkgs: "/nix/store/x-source"},
+		{StateDir: "/s", Tree: "/t", NodeDir: "/s/nodes/b", System: "nixos", Nixpkgs: "/nix/store/x-source"}}
+	got, err = BatchEvalArgv(nixos)
+	if err != nil || !strings.Contains(strings.Join(got, " "), "--argstr system nixos --argstr nixpkgs /nix/store/x-source --expr") {
+		t.Errorf("nixos argv %v, %v", got, err)
+	}
+	// No batch for nodes that differ in more than their directory, for a directory
+	// that is not one line (nodeDirs is one per line), or for no node.
+	for name, bs := range map[string][]Build{
+		"another tree":     {builds[0], {StateDir: "/s", Tree: "/u", NodeDir: "/s/nodes/web2", System: "builder.nix"}},
+		"another system":   {builds[0], {StateDir: "/s", Tree: "/t", NodeDir: "/s/nodes/web2", System: "nixos"}},
+		"another nixpkgs":  {nixos[0], {StateDir: "/s", Tree: "/t", NodeDir: "/s/nodes/b", System: "nixos"}},
+		"another statedir": {builds[0], {StateDir: "/r", Tree: "/t", NodeDir: "/r/nodes/web2", System: "builder.nix"}},
+		"two lines":        {builds[0], {StateDir: "/s", Tree: "/t", NodeDir: "/s/nodes/x\n/etc", System: "builder.nix"}},
+		"no directory":     {builds[0], {StateDir: "/s", Tree: "/t", System: "builder.nix"}},
+		"no node":          nil,
+	} {
+		if argv, err := BatchEvalArgv(bs); err == nil {
+			t.Errorf("%s: a batch command %v", name, argv)
+		}
 	}
 }

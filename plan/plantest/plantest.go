@@ -131,3 +131,20 @@ func Write(dir string, spec Tree) error {
 	}
 	return nil
 }
+
+// BreakNode makes node's evaluation fail in the tree at dir (written by WriteTree):
+// its builder throws "<node> is broken" for that node and builds the others as
+// before.
+func BreakNode(t testing.TB, dir, node string) {
+	t.Helper()
+	builder := filepath.Join(dir, "builder.nix")
+	if err := os.Rename(builder, filepath.Join(dir, "builder-whole.nix")); err != nil {
+		t.Fatal(err)
+	}
+	broken := "# Test tree builder: node " + strconv.Quote(node) + " does not evaluate (plantest.BreakNode).\n" +
+		"args@{ configuration, plan }:\n" +
+		"if plan.node == " + strconv.Quote(node) + " then throw " + strconv.Quote(node+" is broken") + " else import ./builder-whole.nix args\n"
+	if err := os.WriteFile(builder, []byte(broken), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,119 @@
+package methods
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/switchyard-nix/switchyard/plan"
+	"github.com/switchyard-nix/switchyard/plan/evalcache"
+)
+
+// evalBatch evaluates a run's nodes through the eval cache, the nodes the cache
+// misses in one Nix process (plan.BatchEvalArgv), the first time any node is asked
+// for (issue 14 item 1). Every node has its own nixos_conf, so the cache cannot share
+// their evaluations; one nix-instantiate per node made sixteen processes at the start
+// of a sixteen-node run, each reading switchyard's library, the tree's builder and
+// nixpkgs again, before any node was contacted.
+//
+// The batch is an optimisation only: a node it did not give (it failed, since one
+// node's error fails the whole evaluation, or it printed something else than one
+// derivation per node) is evaluated on its own, as before, so an error is always
+// that node's own. What the batch gives is stored in the cache, as an evaluation of
+// the node would be, and reported as "evaluated"; a node's second evaluation in the
+// same run is a cache hit.
+type evalBatch struct {
+	cache *evalcache.Cache
+	nodes []*plan.Node
+	// run evaluates argv (a batch command) in the evaluation's environment and
+	// gives its standard output.
+	run func(ctx context.Context, argv []string) (string, error)
+
+	once sync.Once
+	mu   sync.Mutex
+	got  map[string]batched // node name: what the batch gave, until the node takes it
+}
+
+// batched is what the batch learnt of one node: a cache hit or a derivation it
+// evaluated.
+type batched struct {
+	drv string
+	hit bool
+}
+
+func newEvalBatch(cache *evalcache.Cache, nodes []*plan.Node) *evalBatch {
+	return &evalBatch{cache: cache, nodes: nodes, run: func(ctx context.Context, argv []string) (string, error) {
+		return local(ctx, plan.EvalEnv(os.LookupEnv), argv)
+	}}
+}
+
+// evaluate gives a node's toplevel derivation and how it was got ("eval cache hit",
+// "evaluated"), as the package's evaluate does.
+func (b *evalBatch) evaluate(ctx context.Context, n *plan.Node) (string, string, error) {
+	b.once.Do(func() { b.fill(ctx) })
+	b.mu.Lock()
+	g, ok := b.got[n.Name]
+	delete(b.got, n.Name)
+	b.mu.Unlock()
+	switch {
+	case ok && g.hit:
+		return g.drv, "eval cache hit", nil
+	case ok:
+		return g.drv, "evaluated", nil
+	}
+	return evaluate(ctx, b.cache, n)
+}
+
+// fill looks every node up in the cache and evaluates the ones it misses in one
+// batch, when there are two or more.
+func (b *evalBatch) fill(ctx context.Context) {
+	got := map[string]batched{}
+	var missing []*plan.Node
+	for _, n := range b.nodes {
+		if drv, ok := b.cache.Lookup(n.NixosConf); ok {
+			got[n.Name] = batched{drv: drv, hit: true}
+			continue
+		}
+		missing = append(missing, n)
+	}
+	if len(missing) >= 2 {
+		if drvs, err := b.batch(ctx, missing); err == nil {
+			for i, n := range missing {
+				b.cache.Store(n.NixosConf, drvs[i])
+				got[n.Name] = batched{drv: drvs[i]}
+			}
+		}
+	}
+	b.mu.Lock()
+	b.got = got
+	b.mu.Unlock()
+}
+
+// batch evaluates nodes in one nix-instantiate: one derivation per node, in order.
+func (b *evalBatch) batch(ctx context.Context, nodes []*plan.Node) ([]string, error) {
+	builds := make([]plan.Build, len(nodes))
+	for i, n := range nodes {
+		builds[i] = n.Build()
+	}
+	argv, err := plan.BatchEvalArgv(builds)
+	if err != nil {
+		return nil, err
+	}
+	out, err := b.run(ctx, argv)
+	if err != nil {
+		return nil, err
+	}
+	drvs := strings.Fields(out)
+	if len(drvs) != len(nodes) {
+		return nil, fmt.Errorf("batch evaluation printed %d derivations for %d nodes", len(drvs), len(nodes))
+	}
+	for _, d := range drvs {
+		if !filepath.IsAbs(d) || !strings.HasSuffix(d, ".drv") {
+			return nil, fmt.Errorf("batch evaluation printed %q, not a derivation", d)
+		}
+	}
+	return drvs, nil
+}

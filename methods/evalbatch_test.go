@@ -1,0 +1,153 @@
+package methods
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/switchyard-nix/switchyard/nix/nixtest"
+	"github.com/switchyard-nix/switchyard/plan"
+	"github.com/switchyard-nix/switchyard/plan/coordinates"
+	"github.com/switchyard-nix/switchyard/plan/definition"
+	"github.com/switchyard-nix/switchyard/plan/evalcache"
+	"github.com/switchyard-nix/switchyard/plan/merge"
+	"github.com/switchyard-nix/switchyard/plan/method"
+	"github.com/switchyard-nix/switchyard/plan/plantest"
+)
+
+// treePlan plans and writes a test tree of the given nodes for the ssh method; broken
+// names a node whose evaluation fails ("" none).
+func treePlan(t *testing.T, broken string, nodes ...string) *plan.Plan {
+	t.Helper()
+	var spec plantest.Tree
+	for i, n := range nodes {
+		spec.Nodes = append(spec.Nodes, plantest.Node{Name: n, Host: "127.0.0.1", Port: 2200 + i})
+	}
+	dir := plantest.WriteTree(t, filepath.Join(t.TempDir(), "tree"), spec)
+	if broken != "" {
+		plantest.BreakNode(t, dir, broken)
+	}
+	def, err := definition.Load(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := method.Lookup("ssh")
+	d, err := merge.Merge(def, m, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := plan.Compute(d, coordinates.Fixed(m.Coordinates, nil), plan.Options{StateDir: filepath.Join(t.TempDir(), "state")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Write(); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// countingBatch is an evalBatch over a cache in a temporary directory whose batch
+// commands are counted.
+func countingBatch(t *testing.T, p *plan.Plan) (*evalBatch, *evalcache.Cache, *int) {
+	cache := evalcache.Open(t.TempDir(), nil)
+	b := newEvalBatch(cache, p.Nodes)
+	run, batches := b.run, new(int)
+	var mu sync.Mutex
+	b.run = func(ctx context.Context, argv []string) (string, error) {
+		mu.Lock()
+		*batches++
+		mu.Unlock()
+		return run(ctx, argv)
+	}
+	return b, cache, batches
+}
+
+// evaluateAll evaluates every node at once, as the bodies of a run do.
+func evaluateAll(b *evalBatch, nodes []*plan.Node) (drvs, hows []string, errs []error) {
+	drvs, hows, errs = make([]string, len(nodes)), make([]string, len(nodes)), make([]error, len(nodes))
+	var wg sync.WaitGroup
+	for i, n := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			drvs[i], hows[i], errs[i] = b.evaluate(context.Background(), n)
+		}()
+	}
+	wg.Wait()
+	return drvs, hows, errs
+}
+
+// The nodes of a run are evaluated in one batch, to the derivations their own
+// evaluations give; a node's second evaluation is a cache hit; a node already in the
+// cache is not evaluated again.
+func TestEvalBatch(t *testing.T) {
+	nixtest.Require(t, "nix-instantiate", "nix-store")
+	p := treePlan(t, "", "web1", "web2", "web3")
+	each := map[string]string{}
+	for _, n := range p.Nodes {
+		drv, how, err := evaluate(context.Background(), evalcache.Open("", nil), n)
+		if err != nil || how != "evaluated" {
+			t.Fatalf("%s alone: %s, %v", n.Name, how, err)
+		}
+		each[n.Name] = drv
+	}
+
+	b, cache, batches := countingBatch(t, p)
+	drvs, hows, errs := evaluateAll(b, p.Nodes)
+	for i, n := range p.Nodes {
+		if errs[i] != nil || hows[i] != "evaluated" || drvs[i] != each[n.Name] {
+			t.Errorf("%s: %s %s, %v; alone it evaluates to %s", n.Name, hows[i], drvs[i], errs[i], each[n.Name])
+		}
+		if got, ok := cache.Lookup(n.NixosConf); !ok || got != each[n.Name] {
+			t.Errorf("%s: the cache holds %q (%v)", n.Name, got, ok)
+		}
+	}
+	if *batches != 1 {
+		t.Errorf("%d batch evaluations, want 1", *batches)
+	}
+	if drv, how, err := b.evaluate(context.Background(), p.Nodes[0]); err != nil || how != "eval cache hit" || drv != each["web1"] {
+		t.Errorf("web1 again: %s %s, %v; want a cache hit", how, drv, err)
+	}
+
+	// web2 cached: the batch evaluates web1 and web3 only, and web2 is a hit.
+	b, cache, batches = countingBatch(t, p)
+	cache.Store(p.Nodes[1].NixosConf, each["web2"])
+	_, hows, errs = evaluateAll(b, p.Nodes)
+	if got := strings.Join(hows, ", "); got != "evaluated, eval cache hit, evaluated" || errs[0] != nil || errs[1] != nil || errs[2] != nil {
+		t.Errorf("with web2 cached: %s; %v", got, errs)
+	}
+	if *batches != 1 {
+		t.Errorf("with web2 cached: %d batch evaluations, want 1", *batches)
+	}
+}
+
+// A node that does not evaluate fails the batch; every node is then evaluated on its
+// own, so the others get their derivations and the broken one its own error.
+func TestEvalBatchBrokenNode(t *testing.T) {
+	nixtest.Require(t, "nix-instantiate", "nix-store")
+	p := treePlan(t, "web2", "web1", "web2", "web3")
+	b, cache, batches := countingBatch(t, p)
+	drvs, hows, errs := evaluateAll(b, p.Nodes)
+	if *batches != 1 {
+		t.Errorf("%d batch evaluations, want 1", *batches)
+	}
+	for i, n := range p.Nodes {
+		if n.Name == "web2" {
+			if errs[i] == nil || !strings.Contains(errs[i].Error(), "web2 is broken") {
+				t.Errorf("web2: %s %s, %v; want its own error", hows[i], drvs[i], errs[i])
+			}
+			if _, ok := cache.Lookup(n.NixosConf); ok {
+				t.Error("web2 is in the cache")
+			}
+			continue
+		}
+		if errs[i] != nil || hows[i] != "evaluated" || !strings.HasSuffix(drvs[i], ".drv") {
+			t.Errorf("%s: %s %s, %v", n.Name, hows[i], drvs[i], errs[i])
+		}
+		if got, ok := cache.Lookup(n.NixosConf); !ok || got != drvs[i] {
+			t.Errorf("%s: the cache holds %q (%v)", n.Name, got, ok)
+		}
+	}
+}
