@@ -5,22 +5,24 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 
 	"github.com/switchyard-nix/switchyard/plan"
 	"github.com/switchyard-nix/switchyard/plan/evalcache"
+	"github.com/switchyard-nix/switchyard/pool"
 )
 
 // evalBatch evaluates a run's nodes through the eval cache, the nodes the cache
-// misses in one Nix process (plan.BatchEvalArgv), the first time any node is asked
-// for (issue 14 item 1). Every node has its own nixos_conf, so the cache cannot share
+// misses in a few Nix processes (plan.BatchEvalArgv, one per CPU), the first time any
+// node is asked for (issue 14 item 1). Every node has its own nixos_conf, so the cache cannot share
 // their evaluations; one nix-instantiate per node made sixteen processes at the start
 // of a sixteen-node run, each reading switchyard's library, the tree's builder and
 // nixpkgs again, before any node was contacted.
 //
-// The batch is an optimisation only: a node it did not give (it failed, since one
-// node's error fails the whole evaluation, or it printed something else than one
+// A batch is an optimisation only: a node it did not give (it failed, since one
+// node's error fails the whole batch, or it printed something else than one
 // derivation per node) is evaluated on its own, as before, so an error is always
 // that node's own. What the batch gives is stored in the cache, as an evaluation of
 // the node would be, and reported as "evaluated"; a node's second evaluation in the
@@ -30,7 +32,8 @@ type evalBatch struct {
 	nodes []*plan.Node
 	// run evaluates argv (a batch command) in the evaluation's environment and
 	// gives its standard output.
-	run func(ctx context.Context, argv []string) (string, error)
+	run  func(ctx context.Context, argv []string) (string, error)
+	cpus int // batches run at once
 
 	once sync.Once
 	mu   sync.Mutex
@@ -45,7 +48,7 @@ type batched struct {
 }
 
 func newEvalBatch(cache *evalcache.Cache, nodes []*plan.Node) *evalBatch {
-	return &evalBatch{cache: cache, nodes: nodes, run: func(ctx context.Context, argv []string) (string, error) {
+	return &evalBatch{cache: cache, nodes: nodes, cpus: runtime.NumCPU(), run: func(ctx context.Context, argv []string) (string, error) {
 		return local(ctx, plan.EvalEnv(os.LookupEnv), argv)
 	}}
 }
@@ -67,8 +70,8 @@ func (b *evalBatch) evaluate(ctx context.Context, n *plan.Node) (string, string,
 	return evaluate(ctx, b.cache, n)
 }
 
-// fill looks every node up in the cache and evaluates the ones it misses in one
-// batch, when there are two or more.
+// fill looks every node up in the cache and evaluates the ones it misses in
+// batches (batchSizes), when there are two or more.
 func (b *evalBatch) fill(ctx context.Context) {
 	got := map[string]batched{}
 	var missing []*plan.Node
@@ -80,16 +83,54 @@ func (b *evalBatch) fill(ctx context.Context) {
 		missing = append(missing, n)
 	}
 	if len(missing) >= 2 {
-		if drvs, err := b.batch(ctx, missing); err == nil {
-			for i, n := range missing {
-				b.cache.Store(n.NixosConf, drvs[i])
-				got[n.Name] = batched{drv: drvs[i]}
+		var chunks [][]*plan.Node
+		for _, size := range batchSizes(len(missing), b.cpus) {
+			chunks, missing = append(chunks, missing[:size]), missing[size:]
+		}
+		results := pool.Map(ctx, chunks, b.cpus, func(ctx context.Context, nodes []*plan.Node) []string {
+			drvs, err := b.batch(ctx, nodes)
+			if err != nil {
+				return nil
+			}
+			return drvs
+		})
+		for i, nodes := range chunks {
+			for j, n := range nodes {
+				if results[i] == nil {
+					break
+				}
+				b.cache.Store(n.NixosConf, results[i][j])
+				got[n.Name] = batched{drv: results[i][j]}
 			}
 		}
 	}
 	b.mu.Lock()
 	b.got = got
 	b.mu.Unlock()
+}
+
+// batchCap bounds the nodes of one batch. A batch keeps what its nodes' evaluations
+// hold until it ends, and one NixOS evaluation holds hundreds of MiB (colmena bounds
+// its evaluations by node count for the same reason).
+const batchCap = 8
+
+// batchSizes splits n nodes into batches run side by side: at least one per CPU, as
+// an evaluation is one process on one core (one batch of sixteen took as long as
+// sixteen processes on two cores), of at most batchCap nodes each, and as even as
+// possible.
+func batchSizes(n, cpus int) []int {
+	if n <= 0 {
+		return nil
+	}
+	k := min(max(cpus, (n+batchCap-1)/batchCap, 1), n)
+	sizes := make([]int, k)
+	for i := range sizes {
+		sizes[i] = n / k
+		if i < n%k {
+			sizes[i]++
+		}
+	}
+	return sizes
 }
 
 // batch evaluates nodes in one nix-instantiate: one derivation per node, in order.

@@ -3,6 +3,7 @@ package methods
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -48,11 +49,12 @@ func treePlan(t *testing.T, broken string, nodes ...string) *plan.Plan {
 	return p
 }
 
-// countingBatch is an evalBatch over a cache in a temporary directory whose batch
-// commands are counted.
-func countingBatch(t *testing.T, p *plan.Plan) (*evalBatch, *evalcache.Cache, *int) {
+// countingBatch is an evalBatch over a cache in a temporary directory, as on a
+// machine of cpus CPUs, whose batch commands are counted.
+func countingBatch(t *testing.T, p *plan.Plan, cpus int) (*evalBatch, *evalcache.Cache, *int) {
 	cache := evalcache.Open(t.TempDir(), nil)
 	b := newEvalBatch(cache, p.Nodes)
+	b.cpus = cpus
 	run, batches := b.run, new(int)
 	var mu sync.Mutex
 	b.run = func(ctx context.Context, argv []string) (string, error) {
@@ -94,27 +96,30 @@ func TestEvalBatch(t *testing.T) {
 		each[n.Name] = drv
 	}
 
-	b, cache, batches := countingBatch(t, p)
-	drvs, hows, errs := evaluateAll(b, p.Nodes)
-	for i, n := range p.Nodes {
-		if errs[i] != nil || hows[i] != "evaluated" || drvs[i] != each[n.Name] {
-			t.Errorf("%s: %s %s, %v; alone it evaluates to %s", n.Name, hows[i], drvs[i], errs[i], each[n.Name])
+	// One CPU: one batch of three; two: two batches, side by side.
+	for cpus, want := range map[int]int{1: 1, 2: 2} {
+		b, cache, batches := countingBatch(t, p, cpus)
+		drvs, hows, errs := evaluateAll(b, p.Nodes)
+		for i, n := range p.Nodes {
+			if errs[i] != nil || hows[i] != "evaluated" || drvs[i] != each[n.Name] {
+				t.Errorf("%d CPUs: %s: %s %s, %v; alone it evaluates to %s", cpus, n.Name, hows[i], drvs[i], errs[i], each[n.Name])
+			}
+			if got, ok := cache.Lookup(n.NixosConf); !ok || got != each[n.Name] {
+				t.Errorf("%d CPUs: %s: the cache holds %q (%v)", cpus, n.Name, got, ok)
+			}
 		}
-		if got, ok := cache.Lookup(n.NixosConf); !ok || got != each[n.Name] {
-			t.Errorf("%s: the cache holds %q (%v)", n.Name, got, ok)
+		if *batches != want {
+			t.Errorf("%d CPUs: %d batch evaluations, want %d", cpus, *batches, want)
 		}
-	}
-	if *batches != 1 {
-		t.Errorf("%d batch evaluations, want 1", *batches)
-	}
-	if drv, how, err := b.evaluate(context.Background(), p.Nodes[0]); err != nil || how != "eval cache hit" || drv != each["web1"] {
-		t.Errorf("web1 again: %s %s, %v; want a cache hit", how, drv, err)
+		if drv, how, err := b.evaluate(context.Background(), p.Nodes[0]); err != nil || how != "eval cache hit" || drv != each["web1"] {
+			t.Errorf("%d CPUs: web1 again: %s %s, %v; want a cache hit", cpus, how, drv, err)
+		}
 	}
 
 	// web2 cached: the batch evaluates web1 and web3 only, and web2 is a hit.
-	b, cache, batches = countingBatch(t, p)
+	b, cache, batches := countingBatch(t, p, 1)
 	cache.Store(p.Nodes[1].NixosConf, each["web2"])
-	_, hows, errs = evaluateAll(b, p.Nodes)
+	_, hows, errs := evaluateAll(b, p.Nodes)
 	if got := strings.Join(hows, ", "); got != "evaluated, eval cache hit, evaluated" || errs[0] != nil || errs[1] != nil || errs[2] != nil {
 		t.Errorf("with web2 cached: %s; %v", got, errs)
 	}
@@ -128,7 +133,7 @@ func TestEvalBatch(t *testing.T) {
 func TestEvalBatchBrokenNode(t *testing.T) {
 	nixtest.Require(t, "nix-instantiate", "nix-store")
 	p := treePlan(t, "web2", "web1", "web2", "web3")
-	b, cache, batches := countingBatch(t, p)
+	b, cache, batches := countingBatch(t, p, 1)
 	drvs, hows, errs := evaluateAll(b, p.Nodes)
 	if *batches != 1 {
 		t.Errorf("%d batch evaluations, want 1", *batches)
@@ -148,6 +153,26 @@ func TestEvalBatchBrokenNode(t *testing.T) {
 		}
 		if got, ok := cache.Lookup(n.NixosConf); !ok || got != drvs[i] {
 			t.Errorf("%s: the cache holds %q (%v)", n.Name, got, ok)
+		}
+	}
+}
+
+func TestBatchSizes(t *testing.T) {
+	for _, c := range []struct {
+		n, cpus int
+		want    []int
+	}{
+		{0, 2, nil},
+		{1, 2, []int{1}},
+		{3, 2, []int{2, 1}},
+		{16, 2, []int{8, 8}},
+		{16, 8, []int{2, 2, 2, 2, 2, 2, 2, 2}},
+		{17, 2, []int{6, 6, 5}}, // at most batchCap each
+		{40, 1, []int{8, 8, 8, 8, 8}},
+		{5, 0, []int{5}}, // no CPU count: one batch
+	} {
+		if got := batchSizes(c.n, c.cpus); !slices.Equal(got, c.want) {
+			t.Errorf("%d nodes, %d CPUs: %v, want %v", c.n, c.cpus, got, c.want)
 		}
 	}
 }
