@@ -2,6 +2,7 @@ package methods
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -34,6 +35,8 @@ type evalBatch struct {
 	// gives its standard output.
 	run  func(ctx context.Context, argv []string) (string, error)
 	cpus int // batches run at once
+	// one evaluates a node the batches did not give, on its own (evaluate).
+	one func(ctx context.Context, n *plan.Node) (string, string, error)
 
 	once sync.Once
 	mu   sync.Mutex
@@ -48,9 +51,12 @@ type batched struct {
 }
 
 func newEvalBatch(cache *evalcache.Cache, nodes []*plan.Node) *evalBatch {
-	return &evalBatch{cache: cache, nodes: nodes, cpus: runtime.NumCPU(), run: func(ctx context.Context, argv []string) (string, error) {
-		return local(ctx, plan.EvalEnv(os.LookupEnv), argv)
-	}}
+	return &evalBatch{cache: cache, nodes: nodes, cpus: runtime.NumCPU(),
+		run: func(ctx context.Context, argv []string) (string, error) {
+			return local(ctx, plan.EvalEnv(os.LookupEnv), argv)
+		},
+		one: func(ctx context.Context, n *plan.Node) (string, string, error) { return evaluate(ctx, cache, n) },
+	}
 }
 
 // evaluate gives a node's toplevel derivation and how it was got ("eval cache hit",
@@ -67,7 +73,7 @@ func (b *evalBatch) evaluate(ctx context.Context, n *plan.Node) (string, string,
 	case ok:
 		return g.drv, "evaluated", nil
 	}
-	return evaluate(ctx, b.cache, n)
+	return b.one(ctx, n)
 }
 
 // fill looks every node up in the cache and evaluates the ones it misses in
@@ -147,12 +153,15 @@ func (b *evalBatch) batch(ctx context.Context, nodes []*plan.Node) ([]string, er
 	if err != nil {
 		return nil, err
 	}
-	drvs := strings.Fields(out)
+	var drvs []string
+	if err := json.Unmarshal([]byte(out), &drvs); err != nil {
+		return nil, fmt.Errorf("batch evaluation: %w", err)
+	}
 	if len(drvs) != len(nodes) {
 		return nil, fmt.Errorf("batch evaluation printed %d derivations for %d nodes", len(drvs), len(nodes))
 	}
 	for _, d := range drvs {
-		if !filepath.IsAbs(d) || !strings.HasSuffix(d, ".drv") {
+		if !filepath.IsAbs(d) || !strings.HasSuffix(d, ".drv") || strings.ContainsAny(d, "\n\x00") {
 			return nil, fmt.Errorf("batch evaluation printed %q, not a derivation", d)
 		}
 	}

@@ -2,8 +2,10 @@ package methods
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +18,7 @@ import (
 	"github.com/switchyard-nix/switchyard/plan/merge"
 	"github.com/switchyard-nix/switchyard/plan/method"
 	"github.com/switchyard-nix/switchyard/plan/plantest"
+	"github.com/switchyard-nix/switchyard/testbed"
 )
 
 // treePlan plans and writes a test tree of the given nodes for the ssh method; broken
@@ -30,6 +33,17 @@ func treePlan(t *testing.T, broken string, nodes ...string) *plan.Plan {
 	if broken != "" {
 		plantest.BreakNode(t, dir, broken)
 	}
+	return computePlan(t, dir, filepath.Join(t.TempDir(), "state"))
+}
+
+// replan plans p's tree again, into the same state dir, after a change to the tree.
+func replan(t *testing.T, p *plan.Plan) *plan.Plan {
+	t.Helper()
+	return computePlan(t, p.Nodes[0].Build().Tree, p.Nodes[0].Build().StateDir)
+}
+
+func computePlan(t *testing.T, dir, stateDir string) *plan.Plan {
+	t.Helper()
 	def, err := definition.Load(context.Background(), dir)
 	if err != nil {
 		t.Fatal(err)
@@ -39,7 +53,7 @@ func treePlan(t *testing.T, broken string, nodes ...string) *plan.Plan {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := plan.Compute(d, coordinates.Fixed(m.Coordinates, nil), plan.Options{StateDir: filepath.Join(t.TempDir(), "state")})
+	p, err := plan.Compute(d, coordinates.Fixed(m.Coordinates, nil), plan.Options{StateDir: stateDir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,12 +64,14 @@ func treePlan(t *testing.T, broken string, nodes ...string) *plan.Plan {
 }
 
 // countingBatch is an evalBatch over a cache in a temporary directory, as on a
-// machine of cpus CPUs, whose batch commands are counted.
-func countingBatch(t *testing.T, p *plan.Plan, cpus int) (*evalBatch, *evalcache.Cache, *int) {
-	cache := evalcache.Open(t.TempDir(), nil)
-	b := newEvalBatch(cache, p.Nodes)
+// machine of cpus CPUs, whose batch commands and evaluations of one node are
+// counted.
+func countingBatch(t *testing.T, p *plan.Plan, cpus int) (b *evalBatch, cache *evalcache.Cache, batches, alone *int) {
+	cache = evalcache.Open(t.TempDir(), nil)
+	b = newEvalBatch(cache, p.Nodes)
 	b.cpus = cpus
-	run, batches := b.run, new(int)
+	run, one := b.run, b.one
+	batches, alone = new(int), new(int)
 	var mu sync.Mutex
 	b.run = func(ctx context.Context, argv []string) (string, error) {
 		mu.Lock()
@@ -63,7 +79,13 @@ func countingBatch(t *testing.T, p *plan.Plan, cpus int) (*evalBatch, *evalcache
 		mu.Unlock()
 		return run(ctx, argv)
 	}
-	return b, cache, batches
+	b.one = func(ctx context.Context, n *plan.Node) (string, string, error) {
+		mu.Lock()
+		*alone++
+		mu.Unlock()
+		return one(ctx, n)
+	}
+	return b, cache, batches, alone
 }
 
 // evaluateAll evaluates every node at once, as the bodies of a run do.
@@ -98,7 +120,7 @@ func TestEvalBatch(t *testing.T) {
 
 	// One CPU: one batch of three; two: two batches, side by side.
 	for cpus, want := range map[int]int{1: 1, 2: 2} {
-		b, cache, batches := countingBatch(t, p, cpus)
+		b, cache, batches, alone := countingBatch(t, p, cpus)
 		drvs, hows, errs := evaluateAll(b, p.Nodes)
 		for i, n := range p.Nodes {
 			if errs[i] != nil || hows[i] != "evaluated" || drvs[i] != each[n.Name] {
@@ -108,8 +130,8 @@ func TestEvalBatch(t *testing.T) {
 				t.Errorf("%d CPUs: %s: the cache holds %q (%v)", cpus, n.Name, got, ok)
 			}
 		}
-		if *batches != want {
-			t.Errorf("%d CPUs: %d batch evaluations, want %d", cpus, *batches, want)
+		if *batches != want || *alone != 0 {
+			t.Errorf("%d CPUs: %d batch evaluations and %d of one node, want %d and none", cpus, *batches, *alone, want)
 		}
 		if drv, how, err := b.evaluate(context.Background(), p.Nodes[0]); err != nil || how != "eval cache hit" || drv != each["web1"] {
 			t.Errorf("%d CPUs: web1 again: %s %s, %v; want a cache hit", cpus, how, drv, err)
@@ -117,14 +139,37 @@ func TestEvalBatch(t *testing.T) {
 	}
 
 	// web2 cached: the batch evaluates web1 and web3 only, and web2 is a hit.
-	b, cache, batches := countingBatch(t, p, 1)
+	b, cache, batches, alone := countingBatch(t, p, 1)
 	cache.Store(p.Nodes[1].NixosConf, each["web2"])
 	_, hows, errs := evaluateAll(b, p.Nodes)
 	if got := strings.Join(hows, ", "); got != "evaluated, eval cache hit, evaluated" || errs[0] != nil || errs[1] != nil || errs[2] != nil {
 		t.Errorf("with web2 cached: %s; %v", got, errs)
 	}
-	if *batches != 1 {
-		t.Errorf("with web2 cached: %d batch evaluations, want 1", *batches)
+	if *batches != 1 || *alone != 0 {
+		t.Errorf("with web2 cached: %d batch evaluations and %d of one node, want 1 and none", *batches, *alone)
+	}
+}
+
+// Nodes whose builder gives them one and the same derivation value (a fleet deploying
+// one toplevel) get it from one batch, each node its line.
+func TestEvalBatchSharedToplevel(t *testing.T) {
+	nixtest.Require(t, "nix-instantiate", "nix-store")
+	p := treePlan(t, "", "web1", "web2", "web3")
+	tree := p.Nodes[0].Build().Tree
+	shared := "(import " + strconv.Quote(filepath.Join(testbed.RepoRoot(), "testbed", "closures")) + " { tag = \"shared\"; }).healthy"
+	if err := os.WriteFile(filepath.Join(tree, "builder.nix"), []byte("let shared = "+shared+"; in { configuration, plan }: shared\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p = replan(t, p)
+	b, _, batches, alone := countingBatch(t, p, 1)
+	drvs, hows, errs := evaluateAll(b, p.Nodes)
+	for i, n := range p.Nodes {
+		if errs[i] != nil || hows[i] != "evaluated" || drvs[i] != drvs[0] || !strings.HasSuffix(drvs[i], "-nixos-system-healthy-shared.drv") {
+			t.Errorf("%s: %s %s, %v", n.Name, hows[i], drvs[i], errs[i])
+		}
+	}
+	if *batches != 1 || *alone != 0 {
+		t.Errorf("%d batch evaluations and %d of one node, want 1 and none", *batches, *alone)
 	}
 }
 
@@ -133,10 +178,10 @@ func TestEvalBatch(t *testing.T) {
 func TestEvalBatchBrokenNode(t *testing.T) {
 	nixtest.Require(t, "nix-instantiate", "nix-store")
 	p := treePlan(t, "web2", "web1", "web2", "web3")
-	b, cache, batches := countingBatch(t, p, 1)
+	b, cache, batches, alone := countingBatch(t, p, 1)
 	drvs, hows, errs := evaluateAll(b, p.Nodes)
-	if *batches != 1 {
-		t.Errorf("%d batch evaluations, want 1", *batches)
+	if *batches != 1 || *alone != 3 {
+		t.Errorf("%d batch evaluations and %d of one node, want 1 and 3", *batches, *alone)
 	}
 	for i, n := range p.Nodes {
 		if n.Name == "web2" {

@@ -36,7 +36,7 @@ func EvalArgv(b Build) []string {
 
 // BatchEvalArgv is the nix-instantiate command that evaluates several nodes' toplevel
 // derivations in one Nix process (nix/batch.nix: build.nix applied to each node's
-// directory), printing one .drv per node in the order of builds. It runs in EvalEnv,
+// directory), printing a JSON list of one .drv path per node, in the order of builds. It runs in EvalEnv,
 // as EvalArgv does, and gives what EvalArgv gives each node. The nodes must share
 // everything but their directory (one plan's nodes do), and a directory must be one
 // line (it is passed one per line); otherwise there is no batch command and each node
@@ -56,7 +56,7 @@ func BatchEvalArgv(builds []Build) ([]string, error) {
 		}
 		dirs = append(dirs, b.NodeDir)
 	}
-	argv := []string{"nix-instantiate", "--option", "nix-path", "",
+	argv := []string{"nix-instantiate", "--eval", "--strict", "--json", "--read-write-mode", "--option", "nix-path", "",
 		"--argstr", "build", filepath.Join(first.StateDir, "nix", "build.nix"),
 		"--argstr", "tree", first.Tree,
 		"--argstr", "nodeDirs", strings.Join(dirs, "\n"),

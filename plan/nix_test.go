@@ -287,7 +287,10 @@ func TestBatchEvalMatchesEach(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := strings.Fields(runNix(t, argv...))
+	var got []string
+	if err := json.Unmarshal([]byte(runNix(t, argv...)), &got); err != nil {
+		t.Fatal(err)
+	}
 	var want []string
 	for _, n := range order {
 		want = append(want, each[n.Name])

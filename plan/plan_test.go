@@ -355,7 +355,8 @@ func TestBatchEvalArgv(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"nix-instantiate", "--option", "nix-path", "", "--argstr", "build", "/s/nix/build.nix",
+	want := []string{"nix-instantiate", "--eval", "--strict", "--json", "--read-write-mode", "--option", "nix-path", "",
+		"--argstr", "build", "/s/nix/build.nix",
 		"--argstr", "tree", "/t", "--argstr", "nodeDirs", "/s/nodes/web1\n/s/nodes/web2",
 		"--argstr", "system", "builder.nix", "--expr", string(nix.File("batch.nix"))}
 	if d := cmp.Diff(want, got); d != "" {
