@@ -81,9 +81,14 @@ func (b *evalBatch) evaluate(ctx context.Context, n *plan.Node) (string, string,
 func (b *evalBatch) fill(ctx context.Context) {
 	got := map[string]batched{}
 	var missing []*plan.Node
-	for _, n := range b.nodes {
-		if drv, ok := b.cache.Lookup(n.NixosConf); ok {
-			got[n.Name] = batched{drv: drv, hit: true}
+	// A hit asks the store whether its derivation is still valid (one process each).
+	hits := pool.Map(ctx, b.nodes, lookupWidth, func(_ context.Context, n *plan.Node) string {
+		drv, _ := b.cache.Lookup(n.NixosConf)
+		return drv
+	})
+	for i, n := range b.nodes {
+		if hits[i] != "" {
+			got[n.Name] = batched{drv: hits[i], hit: true}
 			continue
 		}
 		missing = append(missing, n)
@@ -114,6 +119,9 @@ func (b *evalBatch) fill(ctx context.Context) {
 	b.got = got
 	b.mu.Unlock()
 }
+
+// lookupWidth bounds the cache lookups run at once.
+const lookupWidth = 8
 
 // batchCap bounds the nodes of one batch. A batch keeps what its nodes' evaluations
 // hold until it ends, and one NixOS evaluation holds hundreds of MiB (colmena bounds

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/switchyard-nix/switchyard/nix/nixtest"
 	"github.com/switchyard-nix/switchyard/plan"
@@ -156,7 +157,9 @@ func TestEvalBatchSharedToplevel(t *testing.T) {
 	nixtest.Require(t, "nix-instantiate", "nix-store")
 	p := treePlan(t, "", "web1", "web2", "web3")
 	tree := p.Nodes[0].Build().Tree
-	shared := "(import " + strconv.Quote(filepath.Join(testbed.RepoRoot(), "testbed", "closures")) + " { tag = \"shared\"; }).healthy"
+	// A tag of this run: the derivation is new to the store, so the batch must write it.
+	tag := "shared" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	shared := "(import " + strconv.Quote(filepath.Join(testbed.RepoRoot(), "testbed", "closures")) + " { tag = \"" + tag + "\"; }).healthy"
 	if err := os.WriteFile(filepath.Join(tree, "builder.nix"), []byte("let shared = "+shared+"; in { configuration, plan }: shared\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -164,9 +167,12 @@ func TestEvalBatchSharedToplevel(t *testing.T) {
 	b, _, batches, alone := countingBatch(t, p, 1)
 	drvs, hows, errs := evaluateAll(b, p.Nodes)
 	for i, n := range p.Nodes {
-		if errs[i] != nil || hows[i] != "evaluated" || drvs[i] != drvs[0] || !strings.HasSuffix(drvs[i], "-nixos-system-healthy-shared.drv") {
+		if errs[i] != nil || hows[i] != "evaluated" || drvs[i] != drvs[0] || !strings.HasSuffix(drvs[i], "-nixos-system-healthy-"+tag+".drv") {
 			t.Errorf("%s: %s %s, %v", n.Name, hows[i], drvs[i], errs[i])
 		}
+	}
+	if !evalcache.StoreValid(drvs[0]) {
+		t.Errorf("%s is not valid in the store: the batch did not write it", drvs[0])
 	}
 	if *batches != 1 || *alone != 0 {
 		t.Errorf("%d batch evaluations and %d of one node, want 1 and none", *batches, *alone)
