@@ -88,11 +88,11 @@ func (r *run) cycleWatch(ctx context.Context) error {
 	return nil
 }
 
-// windowStart is when the cycle watch's first window began: when its first sample
-// (the last one before the watch, at) was taken, as every later window begins when
-// its sample is taken. So a slow sample before the watch (a loaded node answers in
-// seconds) does not lengthen the first window by its own time. A sample with no
-// time, or one from the future, starts it now.
+// windowStart is when the cycle watch's first window began: when the sample it
+// starts from (last, the one before the watch) was taken, as every later window
+// begins when its sample is taken. So a slow sample before the watch (a loaded node
+// answers in seconds) does not lengthen the first window by its own time. A sample
+// with no time, or one stamped after now, starts it now.
 func windowStart(last verdict.Sample, now time.Time) time.Time {
 	if last.At.IsZero() || last.At.After(now) {
 		return now

@@ -36,11 +36,11 @@ func EvalArgv(b Build) []string {
 
 // BatchEvalArgv is the nix-instantiate command that evaluates several nodes' toplevel
 // derivations in one Nix process (nix/batch.nix: build.nix applied to each node's
-// directory), printing a JSON list of one .drv path per node, in the order of builds. It runs in EvalEnv,
-// as EvalArgv does, and gives what EvalArgv gives each node. The nodes must share
-// everything but their directory (one plan's nodes do), and a directory must be one
-// line (it is passed one per line); otherwise there is no batch command and each node
-// is evaluated on its own.
+// directory), printing a JSON list of one .drv path per node, in the order of builds.
+// It runs in EvalEnv, as EvalArgv does, and gives what EvalArgv gives each node. The
+// nodes must share everything but their directory (one plan's nodes do), and a
+// directory must be one line (they are passed one per line); otherwise there is no
+// batch command and each node is evaluated on its own.
 func BatchEvalArgv(builds []Build) ([]string, error) {
 	if len(builds) == 0 {
 		return nil, errors.New("batch evaluation: no nodes")
