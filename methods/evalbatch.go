@@ -43,12 +43,9 @@ type evalBatch struct {
 	got  map[string]batched // node name: what the batch gave, until the node takes it
 }
 
-// batched is what the batch learnt of one node: a cache hit or a derivation it
-// evaluated.
-type batched struct {
-	drv string
-	hit bool
-}
+// batched is what the batch learnt of one node: its derivation and how it was got
+// ("eval cache hit" or "evaluated").
+type batched struct{ drv, how string }
 
 func newEvalBatch(cache *evalcache.Cache, nodes []*plan.Node) *evalBatch {
 	return &evalBatch{cache: cache, nodes: nodes, cpus: runtime.NumCPU(),
@@ -67,11 +64,8 @@ func (b *evalBatch) evaluate(ctx context.Context, n *plan.Node) (string, string,
 	g, ok := b.got[n.Name]
 	delete(b.got, n.Name)
 	b.mu.Unlock()
-	switch {
-	case ok && g.hit:
-		return g.drv, "eval cache hit", nil
-	case ok:
-		return g.drv, "evaluated", nil
+	if ok {
+		return g.drv, g.how, nil
 	}
 	return b.one(ctx, n)
 }
@@ -88,7 +82,7 @@ func (b *evalBatch) fill(ctx context.Context) {
 	})
 	for i, n := range b.nodes {
 		if hits[i] != "" {
-			got[n.Name] = batched{drv: hits[i], hit: true}
+			got[n.Name] = batched{hits[i], "eval cache hit"}
 			continue
 		}
 		missing = append(missing, n)
@@ -106,12 +100,9 @@ func (b *evalBatch) fill(ctx context.Context) {
 			return drvs
 		})
 		for i, nodes := range chunks {
-			for j, n := range nodes {
-				if results[i] == nil {
-					break
-				}
-				b.cache.Store(n.NixosConf, results[i][j])
-				got[n.Name] = batched{drv: results[i][j]}
+			for j, drv := range results[i] { // nil: the batch failed
+				b.cache.Store(nodes[j].NixosConf, drv)
+				got[nodes[j].Name] = batched{drv, "evaluated"}
 			}
 		}
 	}

@@ -57,11 +57,12 @@ func newFleet(m method.Method, d *merge.Deployment, p *plan.Plan, cfg effects.Co
 	f := &fleet{m: m, d: d, s: d.Typed(), p: p, cfg: cfg, out: out, parallel: req.Parallel, offline: req.Offline}
 	f.open = f.transport
 	cache := evalcache.Open(cfg.EvalCacheDir, nil)
-	f.evaluate = func(ctx context.Context, n *plan.Node) (string, string, error) { return evaluate(ctx, cache, n) }
+	var nodes []*plan.Node
 	if p != nil {
-		// The plan's nodes the cache misses are evaluated together (evalBatch).
-		f.evaluate = newEvalBatch(cache, p.Nodes).evaluate
+		nodes = p.Nodes
 	}
+	// The plan's nodes the cache misses are evaluated together (evalBatch).
+	f.evaluate = newEvalBatch(cache, nodes).evaluate
 	f.outputs = func(ctx context.Context, drv string) (string, error) {
 		return local(ctx, nil, []string{"nix-store", "--query", "--outputs", "--", drv})
 	}
