@@ -18,6 +18,12 @@ rm -rf "$root"/var/lib/apt/lists/*
 
 mkdir -p "$root/etc/nix"
 printf 'sandbox = false\nbuild-users-group =\n' >"$root/etc/nix/nix.conf"
+# A NixOS node has its Nix database before any deploy: NixOS images register their
+# store at first boot (lxc-container.nix: `nix-store --load-db < /nix-path-registration`).
+# Without one the first nix-store a deploy runs creates it, and a second nix-store that
+# opens the store meanwhile (or a kill between creating /nix/var/nix/db/schema and
+# writing it) finds an empty schema file: "'/nix/var/nix/db/schema' is corrupt".
+chroot "$root" nix-store --init
 
 # Every node must get its own host keys: drop the ones debootstrap generated and
 # create fresh ones on first boot, before sshd starts.
