@@ -47,7 +47,9 @@ import (
 //	                         bump the generation and write a new lock; print it
 //	renew TOKEN TTL          extend the lease of the lock holding TOKEN; print it
 //	release TOKEN            remove the lock holding TOKEN
-//	fence TOKEN ARGV...      run ARGV if TOKEN is the current, unexpired lock
+//	fence TOKEN TTL ARGV...  run ARGV if TOKEN is the current, unexpired lock, having
+//	                         renewed its lease to TTL (0: left as it is); prints nothing
+//	                         of its own, ARGV's output is the command's
 //
 // A verb that finds another lock than the one it was given exits LockFenced and
 // prints the lock line it found (fence: on stderr, after LockLostMarker).
@@ -120,10 +122,11 @@ release)
 	;;
 fence)
 	if [ -z "$cur" ] || [ "$tok" != "$1" ] || [ "$now" -ge "$exp" ]; then
-		echo "switchyard-lock-lost: the deploy lock with token $1 is no longer this deployer's (lock now: ${cur:-none}); $2 not run" >&2
+		echo "switchyard-lock-lost: the deploy lock with token $1 is no longer this deployer's (lock now: ${cur:-none}); $3 not run" >&2
 		exit 75
 	fi
-	shift
+	[ "$2" = 0 ] || put "$1 $((now + $2)) ${rest#* }" >/dev/null
+	shift 2
 	"$@" 9>&-
 	;;
 *)
@@ -154,16 +157,28 @@ var ErrLockLost = errors.New("deploy lock lost")
 
 type fenceKey struct{}
 
+// fence is what WithFence puts in a context.
+type fence struct {
+	token uint64
+	lease string // LockScript's fence TTL: leaseSeconds, or "0"
+}
+
 // WithFence is ctx carrying the lock token: a transport's Run under it runs every
 // command through FenceArgv, so the node refuses it unless token is still its lock.
-func WithFence(ctx context.Context, token uint64) context.Context {
-	return context.WithValue(ctx, fenceKey{}, token)
+// A command that passes the fence renews the lease to ttl (0: leaves it as it is), in
+// the same command: the holder's own steps keep its lease, and its renewer can wait.
+func WithFence(ctx context.Context, token uint64, ttl time.Duration) context.Context {
+	f := fence{token: token, lease: "0"}
+	if ttl > 0 {
+		f.lease = leaseSeconds(ttl)
+	}
+	return context.WithValue(ctx, fenceKey{}, f)
 }
 
 // FenceToken is the token WithFence put in ctx.
 func FenceToken(ctx context.Context) (uint64, bool) {
-	t, ok := ctx.Value(fenceKey{}).(uint64)
-	return t, ok
+	f, ok := ctx.Value(fenceKey{}).(fence)
+	return f.token, ok
 }
 
 // FenceArgv is argv as a transport must run it under ctx: unchanged, or, when ctx
@@ -171,11 +186,11 @@ func FenceToken(ctx context.Context) (uint64, bool) {
 // transport's Run calls it first, so the bootloader hooks' own commands are fenced
 // too.
 func FenceArgv(ctx context.Context, argv []string) []string {
-	token, ok := FenceToken(ctx)
+	f, ok := ctx.Value(fenceKey{}).(fence)
 	if !ok || len(argv) == 0 {
 		return argv
 	}
-	return append([]string{"sh", "-c", LockScript, "sh", "fence", strconv.FormatUint(token, 10)}, argv...)
+	return append([]string{"sh", "-c", LockScript, "sh", "fence", strconv.FormatUint(f.token, 10), f.lease}, argv...)
 }
 
 // lockHolder is one lock line.
@@ -326,6 +341,24 @@ type heldLock struct {
 
 	mu   sync.Mutex
 	lost string // why the lock was lost, once a renew found another lock
+	// leased is when the newest lease write that succeeded began (this deployer's
+	// clock): the take, or a fenced step, which renews the lease as it passes.
+	leased time.Time
+}
+
+// renewedAt records that a lease write begun at t succeeded.
+func (l *heldLock) renewedAt(t time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if t.After(l.leased) {
+		l.leased = t
+	}
+}
+
+func (l *heldLock) leasedAt() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.leased
 }
 
 func (l *heldLock) lostReason() string {
@@ -444,6 +477,7 @@ func (r *run) acquireLock(ctx context.Context) error {
 	ttl := leaseSeconds(r.cfg.LockTTL)
 	logged := false
 	for {
+		asked := time.Now() // the lease a take writes runs from after this
 		st, taken, err := r.acquireOrRead(ctx, me, ttl)
 		if err != nil {
 			if errors.Is(err, ErrRefused) {
@@ -452,13 +486,14 @@ func (r *run) acquireLock(ctx context.Context) error {
 			return stopWith(exitcode.Infra, "deploy lock: %w", err)
 		}
 		if taken != nil {
-			r.lockTaken(ctx, taken)
+			r.lockTaken(ctx, taken, asked)
 			return nil
 		}
 		why, until := "", deadline
 		st.HolderGone = journalHolderGone(r.lastRun, st.Holder, me, processAlive)
 		switch decision := decideLock(st, me, processAlive); decision {
 		case lockFree, lockExpired, lockAbandoned:
+			asked = time.Now()
 			out, errOut, code, err := r.lockCommand(ctx, "take", st.Line, me.Host, strconv.Itoa(me.PID), ttl, me.Where)
 			if err != nil {
 				return stopWith(exitcode.Infra, "deploy lock: taking it: %w", err)
@@ -479,7 +514,7 @@ func (r *run) acquireLock(ctx context.Context) error {
 			case lockAbandoned:
 				r.log("warn", "%s: deploy lock: broke the lock of %s: that process is gone and no switch of it runs", r.d.Node, st.Holder)
 			}
-			r.lockTaken(ctx, h)
+			r.lockTaken(ctx, h, asked)
 			return nil
 		case lockSwitching:
 			why, until = fmt.Sprintf("the switch unit %s of a deployer that is gone still runs on the node", strings.Join(st.Running, ", ")), switchDeadline
@@ -505,11 +540,11 @@ func (r *run) acquireLock(ctx context.Context) error {
 	}
 }
 
-// lockTaken starts holding the lock h this body just took.
-func (r *run) lockTaken(ctx context.Context, h *lockHolder) {
+// lockTaken starts holding the lock h this body just took with a command begun at asked.
+func (r *run) lockTaken(ctx context.Context, h *lockHolder, asked time.Time) {
 	// No "push:" here: a push's own log line stays the one about the copy.
 	r.log("info", "%s: deploy lock: taken (token %d)", r.d.Node, h.Token)
-	r.startRenew(ctx, h.Token)
+	r.startRenew(ctx, h.Token, asked)
 	testPauseAfterLock(ctx)
 }
 
@@ -528,21 +563,35 @@ func testPause(ctx context.Context, name string) {
 	}
 }
 
-// startRenew keeps the lease alive while the body works: every third of
-// DEPLOY_LOCK_TTL it renews with the token. A renew that finds another lock means
-// the lock is lost: renewing stops and the fenced steps will be refused on the node.
-func (r *run) startRenew(ctx context.Context, token uint64) {
+// startRenew keeps the lease alive while the body works: a third of DEPLOY_LOCK_TTL
+// after the lease was last written (the take, a renew, or a fenced step that
+// succeeded) it renews with the token. A renew that finds another lock means the
+// lock is lost: renewing stops and the fenced steps will be refused on the node.
+//
+// Counting from the fenced steps matters on fleets: every body takes its lock within
+// the same second, so without them all renewals fell together a third of the TTL
+// later, in the middle of the last samples (16 renews at 42 s of a 44 s run).
+func (r *run) startRenew(ctx context.Context, token uint64, takenAt time.Time) {
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	l := &heldLock{token: token, stop: cancel, done: make(chan struct{})}
+	l := &heldLock{token: token, stop: cancel, done: make(chan struct{}), leased: takenAt}
 	r.lock = l
 	every := max(r.cfg.LockTTL/3, 200*time.Millisecond)
 	ttl := leaseSeconds(r.cfg.LockTTL)
 	go func() {
 		defer close(l.done)
+		next := takenAt.Add(every) // a failed renew is retried a period later
 		for {
-			if err := sleep(rctx, every); err != nil {
-				return
+			due := next
+			if leased := l.leasedAt().Add(every); leased.After(due) {
+				due = leased
 			}
+			if wait := time.Until(due); wait > 0 {
+				if err := sleep(rctx, wait); err != nil {
+					return
+				}
+				continue // a fenced step may have moved the lease meanwhile
+			}
+			next = time.Now().Add(every)
 			actx, acancel := context.WithTimeout(rctx, max(every, 5*time.Second))
 			out, errOut, code, err := r.lockCommand(actx, "renew", strconv.FormatUint(token, 10), ttl)
 			acancel()
@@ -575,12 +624,21 @@ func describeLine(line string) string {
 }
 
 // fenced is ctx for a step that changes the node: its commands run only while the
-// node still knows this body's token as its lock.
+// node still knows this body's token as its lock, and each renews the lease.
 func (r *run) fenced(ctx context.Context) context.Context {
 	if r.lock == nil {
 		return ctx
 	}
-	return WithFence(ctx, r.lock.token)
+	return WithFence(ctx, r.lock.token, r.cfg.LockTTL)
+}
+
+// fencedStepDone tells the renewer that a fenced step begun at start succeeded: its
+// commands passed the fence, which renewed the lease, so the next renewal is due a
+// third of DEPLOY_LOCK_TTL after start.
+func (r *run) fencedStepDone(start time.Time) {
+	if r.lock != nil {
+		r.lock.renewedAt(start)
+	}
 }
 
 // lockLost tells, after a fenced step failed, whether it failed because the lock

@@ -155,7 +155,7 @@ func TestLostLockFencesTheSwitch(t *testing.T) {
 // finalize and revert are fenced too: the transport gets the token in ctx.
 func TestLostLockFencesFinalize(t *testing.T) {
 	f := effectstest.Load(t, "healthy")
-	ctx := effects.WithFence(context.Background(), 1)
+	ctx := effects.WithFence(context.Background(), 1, time.Minute)
 	err := f.FinalizeBootloader(ctx, f.Toplevel)
 	if err == nil || !strings.Contains(err.Error(), effects.LockLostMarker) || f.Did("finalize ") != 0 {
 		t.Errorf("finalize without the lock: %v %v", err, f.Log())
@@ -190,6 +190,52 @@ func TestLockRenewedWhileWorking(t *testing.T) {
 	res := d.Run(context.Background())
 	if res.ExitCode != 0 || s.Did("lock renew") < 2 || s.Did("run systemd-run") != 1 || s.Did("finalize ") != 1 {
 		t.Errorf("exit %d reasons %q; log %v", res.ExitCode, res.Verdict.Reasons, s.Log())
+	}
+	if s.Lock != "" {
+		t.Errorf("lock left: %q", s.Lock)
+	}
+}
+
+// slowAroundSwitch answers for a Node, but its first sample before the switch starts
+// and its first sample after it each take a while.
+type slowAroundSwitch struct {
+	*effectstest.Node
+	before, after time.Duration
+	slept         [2]bool // only the body samples: the renewer never reads them
+}
+
+func (s *slowAroundSwitch) Run(ctx context.Context, c effects.Command) (int, error) {
+	if len(c.Argv) >= 3 && c.Argv[2] == verdict.ReadScript {
+		i := min(s.Did("run systemd-run"), 1)
+		if !s.slept[i] {
+			s.slept[i] = true
+			time.Sleep([]time.Duration{s.before, s.after}[i])
+		}
+	}
+	return s.Node.Run(ctx, c)
+}
+
+// A fenced step renews the lease as it passes (LockScript's fence with a TTL), and
+// the renewer counts its period from there. With DEPLOY_LOCK_TTL 6 s (a renew every
+// 2 s after the lease was written), a switch started 1.5 s after the take and a run
+// that ends 1.5 s after that renews nothing: counted from the take alone, it renewed
+// at 2 s. On a fleet the takes fall together, and so did the renewals.
+func TestFencedStepRenewsLease(t *testing.T) {
+	s := &slowAroundSwitch{Node: effectstest.Load(t, "healthy"), before: 1500 * time.Millisecond, after: 1500 * time.Millisecond}
+	cfg := testConfig(false)
+	cfg.LockTTL = 6 * time.Second
+	d, _ := lockedDeploy(s, s.Toplevel, cfg)
+	res := d.Run(context.Background())
+	if res.ExitCode != 0 || s.Did("run systemd-run") != 1 || s.Did("finalize ") != 1 {
+		t.Fatalf("exit %d reasons %q; log %v", res.ExitCode, res.Verdict.Reasons, s.Log())
+	}
+	// The switch's start and finalize each renewed the lease: 6 s plus the second
+	// LockScript adds (leaseSeconds).
+	if n := s.Did("lock lease 7 (fence)"); n != 2 {
+		t.Errorf("%d fenced steps renewed the lease, want 2 (the switch, finalize): %v", n, s.Log())
+	}
+	if n := s.Did("lock renew"); n != 0 {
+		t.Errorf("%d renews in a run whose fenced switch had renewed the lease a period before it ended: %v", n, s.Log())
 	}
 	if s.Lock != "" {
 		t.Errorf("lock left: %q", s.Lock)

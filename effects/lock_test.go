@@ -121,10 +121,15 @@ func TestFenceArgv(t *testing.T) {
 	if got := FenceArgv(context.Background(), argv); !reflect.DeepEqual(got, argv) {
 		t.Errorf("unfenced ctx changed argv: %q", got)
 	}
-	got := FenceArgv(WithFence(context.Background(), 12), argv)
-	want := append([]string{"sh", "-c", LockScript, "sh", "fence", "12"}, argv...)
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("fenced argv = %q", got)
+	for _, c := range []struct {
+		ttl   time.Duration
+		lease string
+	}{{0, "0"}, {90 * time.Second, "91"}, {300 * time.Millisecond, "2"}} {
+		got := FenceArgv(WithFence(context.Background(), 12, c.ttl), argv)
+		want := append([]string{"sh", "-c", LockScript, "sh", "fence", "12", c.lease}, argv...)
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("fenced argv with a TTL of %v = %q", c.ttl, got)
+		}
 	}
 	// The script is constant: inputs only ever arrive as arguments.
 	if strings.Contains(LockScript, "/nix/store") {

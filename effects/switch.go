@@ -131,7 +131,11 @@ func (r *run) doSwitch(ctx context.Context) error {
 	// Journaled before systemd-run: a deployer killed from here on leaves the unit's
 	// name, and the rerun looks that unit up rather than starting a second switch.
 	r.journalRecord(JournalSwitch)
+	start := time.Now()
 	_, err := r.execCheck(r.fenced(ctx), switchArgv(r.switchUnit, r.toplevel, r.cfg.SwitchTimeout, r.d.Transport.SwitchRuntimeMaxArgs())...)
+	if err == nil {
+		r.fencedStepDone(start)
+	}
 	if err != nil && !errors.Is(err, ErrUnreachable) {
 		if lost := r.lockLost(ctx, err); lost != nil {
 			return stopWith(exitcode.Infra, "%w: the switch was not started, nothing changed", lost)
@@ -310,13 +314,17 @@ func (r *run) confirm(ctx context.Context) error {
 // raises the node to exit 3.
 func (r *run) revertBoot(ctx context.Context) {
 	r.journalRecord(JournalRevert)
-	if err := r.d.Transport.RevertBootloader(r.fenced(ctx)); err != nil {
-		if lost := r.lockLost(ctx, err); lost != nil {
-			err = fmt.Errorf("%w (%v)", lost, err)
-		}
-		r.raise(exitcode.Infra, "confirm: reverting the boot entry: "+err.Error())
-		r.log("error", "%s: confirm: reverting the boot entry: %v", r.d.Node, err)
+	start := time.Now()
+	err := r.d.Transport.RevertBootloader(r.fenced(ctx))
+	if err == nil {
+		r.fencedStepDone(start)
+		return
 	}
+	if lost := r.lockLost(ctx, err); lost != nil {
+		err = fmt.Errorf("%w (%v)", lost, err)
+	}
+	r.raise(exitcode.Infra, "confirm: reverting the boot entry: "+err.Error())
+	r.log("error", "%s: confirm: reverting the boot entry: %v", r.d.Node, err)
 }
 
 // BootEntryScript prints what the node's default boot entry starts, read from the

@@ -191,19 +191,16 @@ func (n *Node) lock(c effects.Command, verb string, args []string) (int, error) 
 			return effects.LockFenced, nil
 		}
 		n.Lock = ""
-	case "fence":
-		exp := int64(0)
-		if len(f) >= 5 {
-			exp, _ = strconv.ParseInt(f[1], 10, 64)
-		}
+	case "fence": // TOKEN TTL ARGV...
+		passed := n.passFence(args[0], args[1], now)
 		n.mu.Unlock()
-		if !mine(args[0]) || now >= exp {
-			n.Record("fenced " + strings.Join(args[1:], " "))
+		if !passed {
+			n.Record("fenced " + strings.Join(args[2:], " "))
 			fmt.Fprintf(errOut, "%s the deploy lock with token %s is no longer this deployer's (lock now: %s); %s not run\n",
-				effects.LockLostMarker, args[0], cur, args[1])
+				effects.LockLostMarker, args[0], cur, args[2])
 			return effects.LockFenced, nil
 		}
-		c.Argv = args[1:]
+		c.Argv = args[2:]
 		return n.run(c)
 	default:
 		n.mu.Unlock()
@@ -215,20 +212,33 @@ func (n *Node) lock(c effects.Command, verb string, args []string) (int, error) 
 	return 0, nil
 }
 
-// fenceOK is whether a fenced ctx's token is still the fake's unexpired lock.
+// passFence plays the fence verb: whether token is the unexpired lock, whose lease
+// it then renews to ttl seconds ("0": left as it is). n.mu is held.
+func (n *Node) passFence(token, ttl string, now int64) bool {
+	f := strings.Fields(n.Lock)
+	if len(f) < 5 || f[0] != token {
+		return false
+	}
+	if exp, _ := strconv.ParseInt(f[1], 10, 64); now >= exp {
+		return false
+	}
+	if t, _ := strconv.ParseInt(ttl, 10, 64); t > 0 {
+		n.Lock = fmt.Sprintf("%s %d %s", f[0], now+t, strings.Join(f[2:], " "))
+		n.log = append(n.log, "lock lease "+ttl+" (fence)")
+	}
+	return true
+}
+
+// fenceOK is whether a fenced ctx passes the fake's fence (a step the fake plays
+// without commands, as the bootloader hooks).
 func (n *Node) fenceOK(ctx context.Context) bool {
-	token, ok := effects.FenceToken(ctx)
-	if !ok {
+	argv := effects.FenceArgv(ctx, []string{"true"}) // sh -c SCRIPT sh fence TOKEN TTL true
+	if len(argv) == 1 {
 		return true
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	f := strings.Fields(n.Lock)
-	if len(f) < 5 || f[0] != strconv.FormatUint(token, 10) {
-		return false
-	}
-	exp, _ := strconv.ParseInt(f[1], 10, 64)
-	return time.Now().Unix() < exp
+	return n.passFence(argv[5], argv[6], time.Now().Unix())
 }
 
 func (n *Node) run(c effects.Command) (int, error) {

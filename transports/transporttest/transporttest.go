@@ -565,18 +565,22 @@ func (s *suite) takeLock(t *testing.T) uint64 {
 }
 
 // Under a fence (effects.WithFence) Run runs the command only while the token is
-// the node's current deploy lock, checked on the node in the same command: a
-// stale token is refused with effects.LockFenced and the lock-lost marker, and the
-// command does not run.
+// the node's current deploy lock, checked on the node in the same command, and
+// renews the lease, printing nothing of its own: a stale token is refused with
+// effects.LockFenced and the lock-lost marker, and the command does not run.
 func (s *suite) fencedRun(t *testing.T) {
-	token := s.takeLock(t)
+	token := s.takeLock(t) // a lease of 60 s
 	ok, stale := "/tmp/transporttest-fenced-ok", "/tmp/transporttest-fenced-stale"
 	s.node.MustExec(t, "rm", "-f", ok, stale)
-	r := s.mustRunCtx(t, effects.WithFence(timeout(t, time.Minute), token), effects.Command{Argv: []string{"touch", ok}})
-	if r.code != 0 || !s.exists(t, ok) {
-		t.Errorf("fenced touch with the current token: exit %d stderr %q, file made %v", r.code, r.stderr, s.exists(t, ok))
+	r := s.mustRunCtx(t, effects.WithFence(timeout(t, time.Minute), token, time.Hour), effects.Command{Argv: []string{"touch", ok}})
+	if r.code != 0 || !s.exists(t, ok) || r.stdout != "" {
+		t.Errorf("fenced touch with the current token: exit %d stdout %q stderr %q, file made %v", r.code, r.stdout, r.stderr, s.exists(t, ok))
 	}
-	r = s.mustRunCtx(t, effects.WithFence(timeout(t, time.Minute), token+1000), effects.Command{Argv: []string{"touch", stale}})
+	lease := strings.Fields(s.node.MustExec(t, "sh", "-c", `echo "$(date +%s) $(cat /run/switchyard/lock)"`))
+	if len(lease) < 3 || lease[1] != strconv.FormatUint(token, 10) || !longerThan(lease[2], lease[0], 3000) {
+		t.Errorf("after a fenced command with a lease of an hour the node's clock and lock read %q", lease)
+	}
+	r = s.mustRunCtx(t, effects.WithFence(timeout(t, time.Minute), token+1000, time.Hour), effects.Command{Argv: []string{"touch", stale}})
 	if r.code != effects.LockFenced || !strings.Contains(r.stderr, effects.LockLostMarker) {
 		t.Errorf("fenced touch with a stale token: exit %d stderr %q, want %d and %q", r.code, r.stderr, effects.LockFenced, effects.LockLostMarker)
 	}
@@ -593,7 +597,7 @@ func (s *suite) fencedBootloader(t *testing.T) {
 	}
 	token := s.takeLock(t)
 	profile, entry := s.node.Readlink(t, systemProfile), s.node.Readlink(t, bootEntry)
-	ctx := effects.WithFence(timeout(t, 3*time.Minute), token+1000)
+	ctx := effects.WithFence(timeout(t, 3*time.Minute), token+1000, 0)
 	next := s.bed.Build(t, "healthy", "transporttest-fenced")
 	if err := s.tr.CopyClosure(timeout(t, 5*time.Minute), []string{next}); err != nil {
 		t.Fatalf("CopyClosure: %v", err)
@@ -611,11 +615,18 @@ func (s *suite) fencedBootloader(t *testing.T) {
 		t.Errorf("boot entry moved under a stale fence: %q, was %q", got, entry)
 	}
 	// The current token lets them act.
-	if err := s.tr.FinalizeBootloader(effects.WithFence(timeout(t, 3*time.Minute), token), next); err != nil {
+	if err := s.tr.FinalizeBootloader(effects.WithFence(timeout(t, 3*time.Minute), token, 0), next); err != nil {
 		t.Errorf("FinalizeBootloader under the current fence: %v", err)
 	} else if got := s.node.Readlink(t, systemProfile); got != next {
 		t.Errorf("%s = %q after a fenced FinalizeBootloader, want %q", systemProfile, got, next)
 	}
+}
+
+// longerThan tells whether the Unix time expires is more than seconds after now.
+func longerThan(expires, now string, seconds int64) bool {
+	e, err1 := strconv.ParseInt(expires, 10, 64)
+	n, err2 := strconv.ParseInt(now, 10, 64)
+	return err1 == nil && err2 == nil && e-n > seconds
 }
 
 // Close releases the transport; a second Close does not panic.
