@@ -239,14 +239,13 @@ func (r *run) report(ctx context.Context) error {
 func (r *run) finalize(ctx context.Context) error {
 	r.journalRecord(JournalFinalize)
 	testPause(ctx, "SWITCHYARD_TEST_PAUSE_IN_FINALIZE")
-	start := time.Now()
-	if err := r.d.Transport.FinalizeBootloader(r.fenced(ctx), r.v.Toplevel); err != nil {
+	err := r.fencedStep(ctx, func(ctx context.Context) error { return r.d.Transport.FinalizeBootloader(ctx, r.v.Toplevel) })
+	if err != nil {
 		if lost := r.lockLost(ctx, err); lost != nil {
 			return failWith(exitcode.Infra, "%w: the system profile and boot entry were not set (%v)", lost, err)
 		}
 		return failWith(exitcode.Infra, "setting the system profile and boot entry: %w", err)
 	}
-	r.fencedStepDone(start)
 	return nil
 }
 

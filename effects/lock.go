@@ -623,22 +623,20 @@ func describeLine(line string) string {
 	return h.String()
 }
 
-// fenced is ctx for a step that changes the node: its commands run only while the
-// node still knows this body's token as its lock, and each renews the lease.
-func (r *run) fenced(ctx context.Context) context.Context {
+// fencedStep runs a step that changes the node: its commands run only while the node
+// still knows this body's token as its lock, and each renews the lease. When the step
+// succeeds its commands passed the fence, so the renewer's next renewal is due a third
+// of DEPLOY_LOCK_TTL after the step began.
+func (r *run) fencedStep(ctx context.Context, step func(context.Context) error) error {
 	if r.lock == nil {
-		return ctx
+		return step(ctx)
 	}
-	return WithFence(ctx, r.lock.token, r.cfg.LockTTL)
-}
-
-// fencedStepDone tells the renewer that a fenced step begun at start succeeded: its
-// commands passed the fence, which renewed the lease, so the next renewal is due a
-// third of DEPLOY_LOCK_TTL after start.
-func (r *run) fencedStepDone(start time.Time) {
-	if r.lock != nil {
+	start := time.Now()
+	err := step(WithFence(ctx, r.lock.token, r.cfg.LockTTL))
+	if err == nil {
 		r.lock.renewedAt(start)
 	}
+	return err
 }
 
 // lockLost tells, after a fenced step failed, whether it failed because the lock

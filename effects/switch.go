@@ -131,11 +131,10 @@ func (r *run) doSwitch(ctx context.Context) error {
 	// Journaled before systemd-run: a deployer killed from here on leaves the unit's
 	// name, and the rerun looks that unit up rather than starting a second switch.
 	r.journalRecord(JournalSwitch)
-	start := time.Now()
-	_, err := r.execCheck(r.fenced(ctx), switchArgv(r.switchUnit, r.toplevel, r.cfg.SwitchTimeout, r.d.Transport.SwitchRuntimeMaxArgs())...)
-	if err == nil {
-		r.fencedStepDone(start)
-	}
+	err := r.fencedStep(ctx, func(ctx context.Context) error {
+		_, err := r.execCheck(ctx, switchArgv(r.switchUnit, r.toplevel, r.cfg.SwitchTimeout, r.d.Transport.SwitchRuntimeMaxArgs())...)
+		return err
+	})
 	if err != nil && !errors.Is(err, ErrUnreachable) {
 		if lost := r.lockLost(ctx, err); lost != nil {
 			return stopWith(exitcode.Infra, "%w: the switch was not started, nothing changed", lost)
@@ -314,10 +313,8 @@ func (r *run) confirm(ctx context.Context) error {
 // raises the node to exit 3.
 func (r *run) revertBoot(ctx context.Context) {
 	r.journalRecord(JournalRevert)
-	start := time.Now()
-	err := r.d.Transport.RevertBootloader(r.fenced(ctx))
+	err := r.fencedStep(ctx, r.d.Transport.RevertBootloader)
 	if err == nil {
-		r.fencedStepDone(start)
 		return
 	}
 	if lost := r.lockLost(ctx, err); lost != nil {

@@ -182,8 +182,7 @@ func (n *Node) lock(c effects.Command, verb string, args []string) (int, error) 
 			fmt.Fprintln(out, cur)
 			return effects.LockFenced, nil
 		}
-		ttl, _ := strconv.ParseInt(args[1], 10, 64)
-		n.Lock = fmt.Sprintf("%s %d %s", f[0], now+ttl, strings.Join(f[2:], " "))
+		n.lease(f, now, args[1])
 	case "release":
 		if !mine(args[0]) {
 			n.mu.Unlock()
@@ -222,11 +221,17 @@ func (n *Node) passFence(token, ttl string, now int64) bool {
 	if exp, _ := strconv.ParseInt(f[1], 10, 64); now >= exp {
 		return false
 	}
-	if t, _ := strconv.ParseInt(ttl, 10, 64); t > 0 {
-		n.Lock = fmt.Sprintf("%s %d %s", f[0], now+t, strings.Join(f[2:], " "))
+	if ttl != "0" {
+		n.lease(f, now, ttl)
 		n.log = append(n.log, "lock lease "+ttl+" (fence)")
 	}
 	return true
+}
+
+// lease rewrites the lock line f with a lease of ttl seconds from now. n.mu is held.
+func (n *Node) lease(f []string, now int64, ttl string) {
+	t, _ := strconv.ParseInt(ttl, 10, 64)
+	n.Lock = fmt.Sprintf("%s %d %s", f[0], now+t, strings.Join(f[2:], " "))
 }
 
 // fenceOK is whether a fenced ctx passes the fake's fence (a step the fake plays
