@@ -61,6 +61,8 @@ rm -rf "$root"/var/lib/apt/lists/*
 
 mkdir -p "$root/etc/nix"
 printf 'sandbox = false\nbuild-users-group =\nsubstituters =\n' >"$root/etc/nix/nix.conf"
+# The Nix database exists before any deploy, as on a NixOS node (image-recipe.sh says why).
+chroot "$root" nix-store --init
 
 echo '/dev/vda / ext4 rw,errors=remount-ro 0 0' >"$root/etc/fstab"
 echo switchyard-vm >"$root/etc/hostname"
