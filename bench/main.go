@@ -13,7 +13,8 @@
 //	    state (bench/tf.go; needs OpenTofu, -tf=false skips it);
 //	(g) a fresh deploy of one closure to 1, 4, 8 and 16 nodes with the ssh method and
 //	    with tf, against the 1-node deploy (bench/fleet.go; -fleet=false skips it,
-//	    -fleet-max caps the node count; tf only when OpenTofu is found).
+//	    -fleet-max caps the node count; tf only when OpenTofu is found). The 1-node and
+//	    the largest row run -fleet-runs times (3) and give the median run's figures.
 //
 // Run as root on a machine with the test bed (testbed/setup.sh):
 //

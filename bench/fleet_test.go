@@ -1,0 +1,48 @@
+package main
+
+import (
+	"testing"
+	"time"
+)
+
+func TestMedianRun(t *testing.T) {
+	s := time.Second
+	for _, tc := range []struct {
+		walls []time.Duration
+		want  time.Duration
+	}{
+		{[]time.Duration{22 * s}, 22 * s},
+		{[]time.Duration{46 * s, 43 * s, 44 * s}, 44 * s},
+		{[]time.Duration{43 * s, 44 * s, 46 * s}, 44 * s},
+		{[]time.Duration{45 * s, 43 * s, 44 * s, 46 * s}, 44 * s}, // the lower middle
+	} {
+		var runs []fleetResult
+		for i, w := range tc.walls {
+			runs = append(runs, fleetResult{nodes: 16, wall: w, self: time.Duration(i)})
+		}
+		got := medianRun(runs)
+		if got.wall != tc.want {
+			t.Errorf("medianRun(%v).wall = %v, want %v", tc.walls, got.wall, tc.want)
+		}
+		// The row's other figures are the median run's own.
+		if tc.walls[got.self] != got.wall {
+			t.Errorf("medianRun(%v) mixed runs: self from run %d, wall %v", tc.walls, got.self, got.wall)
+		}
+		if len(got.walls) != len(tc.walls) || got.walls[0] != tc.walls[0] {
+			t.Errorf("medianRun(%v).walls = %v, want every run in order", tc.walls, got.walls)
+		}
+	}
+}
+
+func TestRunsNote(t *testing.T) {
+	s := time.Second
+	sixteen := fleetResult{nodes: 16, walls: []time.Duration{44 * s, 46 * s, 43 * s}}
+	one := fleetResult{nodes: 1, walls: []time.Duration{22 * s, 23 * s, 22 * s}}
+	want := "; medians of 3 runs: 16 nodes 44s, 46s, 43s; 1 node 22s, 23s, 22s"
+	if got := runsNote(sixteen, one); got != want {
+		t.Errorf("runsNote = %q, want %q", got, want)
+	}
+	if got := runsNote(fleetResult{nodes: 16, walls: []time.Duration{44 * s}}, fleetResult{nodes: 1, walls: []time.Duration{22 * s}}); got != "" {
+		t.Errorf("runsNote of single runs = %q, want none", got)
+	}
+}
