@@ -23,15 +23,22 @@ type Build struct {
 // an empty Nix search path (`nix-path`, which NIX_PATH and NIX_CONFIG set otherwise): a
 // module's <nixpkgs> would read a path nixos_conf does not cover, so it fails instead.
 func EvalArgv(b Build) []string {
-	argv := []string{"nix-instantiate", "--option", "nix-path", "",
+	argv := append([]string{"nix-instantiate", "--option", "nix-path", ""}, evalArgstrs(b, "nodeDir", b.NodeDir)...)
+	return append(argv, "--attr", "toplevel", "--", filepath.Join(b.StateDir, "nix", "build.nix"))
+}
+
+// evalArgstrs are the arguments build.nix and batch.nix share: the tree, the node
+// directory (dirArg: one, or batch.nix's list), the system and the nixpkgs pin.
+func evalArgstrs(b Build, dirArg, dir string) []string {
+	args := []string{
 		"--argstr", "tree", b.Tree,
-		"--argstr", "nodeDir", b.NodeDir,
+		"--argstr", dirArg, dir,
 		"--argstr", "system", b.System,
 	}
 	if b.Nixpkgs != "" {
-		argv = append(argv, "--argstr", "nixpkgs", b.Nixpkgs)
+		args = append(args, "--argstr", "nixpkgs", b.Nixpkgs)
 	}
-	return append(argv, "--attr", "toplevel", "--", filepath.Join(b.StateDir, "nix", "build.nix"))
+	return args
 }
 
 // BatchEvalArgv is the nix-instantiate command that evaluates several nodes' toplevel
@@ -58,13 +65,8 @@ func BatchEvalArgv(builds []Build) ([]string, error) {
 	}
 	argv := []string{"nix-instantiate", "--eval", "--strict", "--json", "--read-write-mode", "--option", "nix-path", "",
 		"--argstr", "build", filepath.Join(first.StateDir, "nix", "build.nix"),
-		"--argstr", "tree", first.Tree,
-		"--argstr", "nodeDirs", strings.Join(dirs, "\n"),
-		"--argstr", "system", first.System,
 	}
-	if first.Nixpkgs != "" {
-		argv = append(argv, "--argstr", "nixpkgs", first.Nixpkgs)
-	}
+	argv = append(argv, evalArgstrs(first, "nodeDirs", strings.Join(dirs, "\n"))...)
 	return append(argv, "--expr", string(nix.File("batch.nix"))), nil
 }
 
