@@ -128,10 +128,18 @@ func (n *Node) Run(ctx context.Context, c effects.Command) (int, error) {
 		return 0, fmt.Errorf("dial: connection refused: %w", effects.ErrUnreachable)
 	}
 	c.Argv = effects.FenceArgv(ctx, c.Argv)
-	if len(c.Argv) >= 5 && c.Argv[0] == "sh" && c.Argv[2] == effects.LockScript {
-		return n.lock(c, c.Argv[4], c.Argv[5:])
+	if verb, args, ok := lockVerb(c.Argv); ok {
+		return n.lock(c, verb, args)
 	}
 	return n.run(c)
+}
+
+// lockVerb splits a command of effects.LockScript (sh -c SCRIPT sh VERB ARGS...).
+func lockVerb(argv []string) (verb string, args []string, ok bool) {
+	if len(argv) < 5 || argv[0] != "sh" || argv[2] != effects.LockScript {
+		return "", nil, false
+	}
+	return argv[4], argv[5:], true
 }
 
 // lock plays effects.LockScript's verb with args.
@@ -237,13 +245,16 @@ func (n *Node) lease(f []string, now int64, ttl string) {
 // fenceOK is whether a fenced ctx passes the fake's fence (a step the fake plays
 // without commands, as the bootloader hooks).
 func (n *Node) fenceOK(ctx context.Context) bool {
-	argv := effects.FenceArgv(ctx, []string{"true"}) // sh -c SCRIPT sh fence TOKEN TTL true
-	if len(argv) == 1 {
+	verb, args, ok := lockVerb(effects.FenceArgv(ctx, []string{"true"}))
+	if !ok {
 		return true
+	}
+	if verb != "fence" || len(args) < 3 {
+		panic(fmt.Sprintf("effectstest: FenceArgv gave the lock verb %q %q, not fence TOKEN TTL ARGV", verb, args))
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.passFence(argv[5], argv[6], time.Now().Unix())
+	return n.passFence(args[0], args[1], time.Now().Unix())
 }
 
 func (n *Node) run(c effects.Command) (int, error) {
