@@ -507,7 +507,7 @@ func printFleet(w io.Writer, results []fleetResult, closurePaths int) error {
 }
 
 // runsNote says, when a figure's rows ran more than once, that it is a ratio of medians
-// and what each run took: "; medians of 3 runs: 16 nodes 44.1 s, 45.0 s, 43.2 s; 1 node ...".
+// and what each run took: "; medians of 3 runs: 16 nodes 44.1s, 45s, 43.2s; 1 node ...".
 func runsNote(rows ...fleetResult) string {
 	if len(rows) == 0 || len(rows[0].walls) < 2 {
 		return ""
