@@ -73,9 +73,15 @@ func phaseIs(phase, state string) func(map[string]any) bool {
 // cut proxy) of generation gen, and the environment of its runs.
 func faultTree(t *testing.T, method string, node *testbed.Node, port int, gen, cache string) (string, []string) {
 	t.Helper()
+	return faultTreeOf(t, method, "healthy", node, port, gen, cache)
+}
+
+// faultTreeOf is faultTree with another test closure than healthy.
+func faultTreeOf(t *testing.T, method, closure string, node *testbed.Node, port int, gen, cache string) (string, []string) {
+	t.Helper()
 	via := *node
 	via.SSHPort = port
-	tree, deployment := lockTree(t, method, &via, gen)
+	tree, deployment := lockTreeOf(t, method, closure, &via, gen)
 	env := []string{"DEPLOYMENT=" + deployment, "DEPLOY_EVAL_CACHE_DIR=" + cache}
 	if strings.HasPrefix(method, "tf") {
 		env = append(env, "BOOTSTRAP=1", "BOOTSTRAP_SEED=x")
@@ -277,9 +283,10 @@ func TestFaultsRebootDuringCycleWatch(t *testing.T) {
 // OpenTofu keeps to itself): a point is either one of OpenTofu's hooks, seen as a
 // log event, or a phase's first mark on the node, polled there.
 type tfKillPoint struct {
-	name  string                                       // the phase it falls in
-	event func(map[string]any) bool                    // a log event of the run, or
-	node  func(lock, unit bool, cur, prof string) bool // what the node shows
+	name    string                                       // the phase it falls in
+	closure string                                       // the test closure deployed ("": healthy)
+	event   func(map[string]any) bool                    // a log event of the run, or
+	node    func(lock, unit bool, cur, prof string) bool // what the node shows
 }
 
 var tfKillPoints = []tfKillPoint{
@@ -295,8 +302,10 @@ var tfKillPoints = []tfKillPoint{
 	// The node runs the new system while its profile is not set yet: the switch
 	// activated; switch-result, confirm or the watches run.
 	{name: "switch-result", node: func(lock, unit bool, cur, prof string) bool { return cur != "" && prof != cur }},
-	// The profile names the running system: finalize has begun.
-	{name: "finalize", node: func(lock, unit bool, cur, prof string) bool { return cur != "" && prof == cur }},
+	// The profile names the running system: finalize has begun. What is left of the
+	// run then (the boot entry, conclude, OpenTofu's state) can take less time than
+	// the probe: this point deploys slow-bootloader, whose boot entry takes 3 s.
+	{name: "finalize", closure: "slow-bootloader", node: func(lock, unit bool, cur, prof string) bool { return cur != "" && prof == cur }},
 	// OpenTofu's "Creation complete" hook: the body concluded (lock released), the
 	// state is being written.
 	{name: "conclude", event: func(e map[string]any) bool {
@@ -317,7 +326,11 @@ func TestFaultsKillTFApply(t *testing.T) {
 			t.Parallel()
 			faultSlot(t)
 			node := bed.Node(t)
-			tree, env := faultTree(t, "tf", node, node.SSHPort, "A", cache)
+			closure := kp.closure
+			if closure == "" {
+				closure = "healthy"
+			}
+			tree, env := faultTreeOf(t, "tf", closure, node, node.SSHPort, "A", cache)
 			apply := []string{"tf", "apply", "--tree", tree, "--output", "json"}
 			b := startFault(t, env, apply...)
 			if kp.event != nil {

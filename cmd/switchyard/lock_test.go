@@ -148,7 +148,13 @@ func lockTaken(e map[string]any) bool {
 // host module differs, so its toplevel does).
 func lockTree(t *testing.T, method string, node *testbed.Node, gen string) (string, string) {
 	t.Helper()
-	tree, deployment := treeFor(t, method, "healthy", map[string]*testbed.Node{"web1": node})
+	return lockTreeOf(t, method, "healthy", node, gen)
+}
+
+// lockTreeOf is lockTree with another test closure than healthy.
+func lockTreeOf(t *testing.T, method, closure string, node *testbed.Node, gen string) (string, string) {
+	t.Helper()
+	tree, deployment := treeFor(t, method, closure, map[string]*testbed.Node{"web1": node})
 	mod := fmt.Sprintf("{ ... }: { networking.hostName = \"web1\"; } # generation %s\n", gen)
 	if err := os.WriteFile(filepath.Join(tree, "hosts", "web1.nix"), []byte(mod), 0o644); err != nil {
 		t.Fatal(err)

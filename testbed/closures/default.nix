@@ -186,6 +186,15 @@ area ./verdict.nix // area ./switch.nix // area ./owned.nix // area ./identity.n
     files."etc/switchyard-test/restart-units" = "ssh.service\nsystemd-networkd.service\n";
   };
 
+  # Healthy, but installing the boot entry takes 3 s (in the switch and in finalize's
+  # `switch-to-configuration boot`): time to kill the deployer during finalize.
+  slow-bootloader = toplevel {
+    name = "slow-bootloader";
+    units."hello.service" = hello;
+    wants."multi-user.target" = [ "hello.service" ];
+    files."etc/switchyard-test/bootloader-delay" = "3";
+  };
+
   # Healthy, but the switch takes 15 s: time to cut the connection under it.
   slow-switch = toplevel {
     name = "slow-switch";

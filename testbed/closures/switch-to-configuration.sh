@@ -28,6 +28,9 @@
 #   - etc/switchyard-test/switch-delay holds seconds to sleep after the boot entry is
 #     installed and before activating (NixOS's slow activation), so a test can cut the
 #     connection while the switch runs, or hang the switch past its bound
+#   - etc/switchyard-test/bootloader-delay holds seconds the boot entry's installation
+#     takes ("switch" and "boot"; NixOS's boot loader installers can take seconds), so
+#     a test can kill the deployer while finalize's `switch-to-configuration boot` runs
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd -P)
 action=${1:-}
@@ -96,6 +99,9 @@ systemd_boot() {
 # node has; extlinux: DEFAULT is this toplevel, then one entry per system-profile
 # generation, newest first.
 install_bootloader() {
+	if [ -f "$top/etc/switchyard-test/bootloader-delay" ]; then
+		sleep "$(cat "$top/etc/switchyard-test/bootloader-delay")"
+	fi
 	mkdir -p /boot && ln -sfn "$top" /boot/switchyard-default || return 1
 	if systemd-detect-virt --container --quiet; then
 		ln -sfn "$top/init" /sbin/init || return 1
