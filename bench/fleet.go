@@ -31,6 +31,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -166,25 +167,17 @@ derivation {
 	if tofuBin != "" {
 		methods = append(methods, "tf")
 	}
+	sizes = slices.DeleteFunc(sizes, func(n int) bool { return n > maxNodes })
+	if len(sizes) == 0 {
+		return nil, len(strings.Fields(closure)), nil
+	}
 	// The issue figure is a ratio of two rows' wall times, and one run of a row moves
 	// by a few per cent with what the nodes' systemd happens to do: those two rows
 	// run -fleet-runs times each, the others once.
-	smallest, largest := 0, 0
-	for _, n := range sizes {
-		if n > maxNodes {
-			continue
-		}
-		if smallest == 0 || n < smallest {
-			smallest = n
-		}
-		largest = max(largest, n)
-	}
+	smallest, largest := slices.Min(sizes), slices.Max(sizes)
 	var results []fleetResult
 	for _, method := range methods {
 		for _, n := range sizes {
-			if n > maxNodes {
-				continue
-			}
 			runs := 1
 			if n == smallest || n == largest {
 				runs = max(1, *fleetRuns)

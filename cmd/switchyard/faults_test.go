@@ -73,12 +73,15 @@ func phaseIs(phase, state string) func(map[string]any) bool {
 // cut proxy) of generation gen, and the environment of its runs.
 func faultTree(t *testing.T, method string, node *testbed.Node, port int, gen, cache string) (string, []string) {
 	t.Helper()
-	return faultTreeOf(t, method, "healthy", node, port, gen, cache)
+	return faultTreeOf(t, method, "", node, port, gen, cache)
 }
 
-// faultTreeOf is faultTree with another test closure than healthy.
+// faultTreeOf is faultTree with another test closure ("": healthy).
 func faultTreeOf(t *testing.T, method, closure string, node *testbed.Node, port int, gen, cache string) (string, []string) {
 	t.Helper()
+	if closure == "" {
+		closure = "healthy"
+	}
 	via := *node
 	via.SSHPort = port
 	tree, deployment := lockTreeOf(t, method, closure, &via, gen)
@@ -326,11 +329,7 @@ func TestFaultsKillTFApply(t *testing.T) {
 			t.Parallel()
 			faultSlot(t)
 			node := bed.Node(t)
-			closure := kp.closure
-			if closure == "" {
-				closure = "healthy"
-			}
-			tree, env := faultTreeOf(t, "tf", closure, node, node.SSHPort, "A", cache)
+			tree, env := faultTreeOf(t, "tf", kp.closure, node, node.SSHPort, "A", cache)
 			apply := []string{"tf", "apply", "--tree", tree, "--output", "json"}
 			b := startFault(t, env, apply...)
 			if kp.event != nil {
