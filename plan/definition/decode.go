@@ -66,18 +66,18 @@ func decode(t *tree.Tree, v any) (*Definition, error) {
 	if d.DNS, err = decodeDNS(top); err != nil {
 		return nil, err
 	}
-	if d.Submissions, err = decodeSubmissions(top); err != nil {
+	if d.Submissions, err = decodeSubmissions(top, d.Groups); err != nil {
 		return nil, err
 	}
 	return d, nil
 }
 
-func decodeSubmissions(top object) (Submissions, error) {
+func decodeSubmissions(top object, groups map[string]Group) (Submissions, error) {
 	o, err := top.object("submissions")
 	if err != nil {
 		return Submissions{}, err
 	}
-	if err := o.only("allowedSigners", "requireSignature"); err != nil {
+	if err := o.only("allowedSigners", "requireSignature", "credentialDirs", "scopes"); err != nil {
 		return Submissions{}, err
 	}
 	var s Submissions
@@ -92,7 +92,65 @@ func decodeSubmissions(top object) (Submissions, error) {
 	if s.RequireSignature && s.AllowedSigners == "" {
 		return Submissions{}, field.Errorf(o.at.Key("requireSignature"), "requires allowedSigners: the file of who may sign")
 	}
+	if s.CredentialDirs, err = decodeCredentialDirs(o); err != nil {
+		return Submissions{}, err
+	}
+	if s.Scopes, err = decodeScopes(o, groups); err != nil {
+		return Submissions{}, err
+	}
 	return s, nil
+}
+
+// decodeCredentialDirs reads submissions.credentialDirs: absolute paths on the
+// deployer, never tree paths (a tree is not where an API stages secrets).
+func decodeCredentialDirs(o object) ([]string, error) {
+	at := o.at.Key("credentialDirs")
+	v, ok := o.m["credentialDirs"]
+	if !ok {
+		return nil, nil
+	}
+	list, ok := v.([]any)
+	if !ok {
+		return nil, o.wrong("credentialDirs", data.Array)
+	}
+	out := make([]string, len(list))
+	for i, e := range list {
+		s, ok := e.(string)
+		if !ok {
+			return nil, field.Errorf(at.Index(i), "wrong type: %s, want an absolute directory path as a string", data.KindOf(e).Article())
+		}
+		if !filepath.IsAbs(s) || filepath.Clean(s) == "/" {
+			return nil, field.Errorf(at.Index(i), "%q is not an absolute directory below /", s)
+		}
+		out[i] = filepath.Clean(s)
+	}
+	return out, nil
+}
+
+// decodeScopes reads submissions.scopes: principal to the defined groups it may reach.
+func decodeScopes(o object, groups map[string]Group) (map[string][]string, error) {
+	if !o.has("scopes") {
+		return nil, nil
+	}
+	sc, err := o.object("scopes")
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]string{}
+	for _, principal := range slices.Sorted(maps.Keys(sc.m)) {
+		at := sc.at.Key(principal)
+		list, err := sc.strings(principal, nil)
+		if err != nil {
+			return nil, err
+		}
+		for i, g := range list {
+			if _, ok := groups[g]; !ok {
+				return nil, field.Errorf(at.Index(i), "unknown group %q", g)
+			}
+		}
+		out[principal] = list
+	}
+	return out, nil
 }
 
 func decodeSystem(top object) (data.RepoPath, error) {
@@ -199,10 +257,13 @@ func decodeGroups(top object, apps map[string]Application) (map[string]Group, er
 		if err != nil {
 			return nil, err
 		}
-		if err := o.only("applications", "nodes"); err != nil {
+		if err := o.only("applications", "domains", "nodes"); err != nil {
 			return nil, err
 		}
 		var g Group
+		if g.Domains, err = decodeDomains(o); err != nil {
+			return nil, err
+		}
 		if g.Applications, err = o.strings("applications", []string{}); err != nil {
 			return nil, err
 		}
@@ -235,6 +296,24 @@ func decodeGroups(top object, apps map[string]Application) (map[string]Group, er
 		out[name] = g
 	}
 	return out, nil
+}
+
+// domainName is a DNS name of at least two labels, no final dot.
+var domainName = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)+$`)
+
+// decodeDomains reads a group's domains (SPEC 6.9), lower-cased.
+func decodeDomains(o object) ([]string, error) {
+	list, err := o.strings("domains", nil)
+	if err != nil {
+		return nil, err
+	}
+	for i, dom := range list {
+		if !domainName.MatchString(dom) {
+			return nil, field.Errorf(o.at.Key("domains").Index(i), "%q is not a domain name (e.g. tenant.example, no final dot)", dom)
+		}
+		list[i] = strings.ToLower(dom)
+	}
+	return list, nil
 }
 
 func decodeMethodSettings(top object) (map[string]map[string]any, error) {

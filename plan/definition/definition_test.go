@@ -178,19 +178,56 @@ func TestRefusals(t *testing.T) {
 	}
 }
 
-// TestSubmissions reads submissions: who may sign a DEPLOYMENT (issue 16 item 1).
+// TestSubmissions reads submissions: who may sign a DEPLOYMENT (issue 16 item 1), where
+// its credentials may be staged and which groups a signer reaches (issue 29).
 func TestSubmissions(t *testing.T) {
-	def := strings.Replace(good, `"domain"`, `"submissions": {"allowedSigners": "./files/motd.txt", "requireSignature": true}, "domain"`, 1)
+	def := strings.Replace(good, `"domain"`, `"submissions": {"allowedSigners": "./files/motd.txt", "requireSignature": true,
+	  "credentialDirs": ["/run/api-staging/", "/var/lib/api/creds"], "scopes": {"alice@example.org": ["web"]}}, "domain"`, 1)
 	d, err := Load(context.Background(), newTree(t, JSONFile, def))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (Submissions{AllowedSigners: "files/motd.txt", RequireSignature: true}); d.Submissions != want {
-		t.Errorf("submissions %+v, want %+v", d.Submissions, want)
+	want := Submissions{AllowedSigners: "files/motd.txt", RequireSignature: true,
+		CredentialDirs: []string{"/run/api-staging", "/var/lib/api/creds"}, Scopes: map[string][]string{"alice@example.org": {"web"}}}
+	if diff := cmp.Diff(want, d.Submissions); diff != "" {
+		t.Errorf("submissions (-want +got)\n%s", diff)
 	}
 	d, err = Load(context.Background(), newTree(t, JSONFile, good))
-	if err != nil || d.Submissions != (Submissions{}) {
+	if err != nil || !cmp.Equal(d.Submissions, Submissions{}) {
 		t.Errorf("no submissions: %+v, %v", d.Submissions, err)
+	}
+	for _, tc := range []struct{ name, edit, at, reason string }{
+		{"relative credential dir", `"credentialDirs": ["run/creds"]`, "submissions.credentialDirs[0]", "not an absolute directory"},
+		{"root as credential dir", `"credentialDirs": ["/"]`, "submissions.credentialDirs[0]", "not an absolute directory"},
+		{"credential dir not a string", `"credentialDirs": [3]`, "submissions.credentialDirs[0]", "wrong type"},
+		{"scope of an unknown group", `"scopes": {"a": ["web", "db"]}`, "submissions.scopes.a[1]", `unknown group "db"`},
+		{"scope not a list", `"scopes": {"a": "web"}`, "submissions.scopes.a", "wrong type"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			def := strings.Replace(good, `"domain"`, `"submissions": {`+tc.edit+`}, "domain"`, 1)
+			_, err := Load(context.Background(), newTree(t, JSONFile, def))
+			var fe *field.Error
+			if !errors.As(err, &fe) || string(fe.Path) != tc.at || !strings.Contains(fe.Reason, tc.reason) {
+				t.Fatalf("got %v, want %q at %s", err, tc.reason, tc.at)
+			}
+		})
+	}
+}
+
+// TestGroupDomains reads groups.<g>.domains (issue 29 item 3).
+func TestGroupDomains(t *testing.T) {
+	def := strings.Replace(good, `"web": {"applications"`, `"web": {"domains": ["Tenant.example", "b.example"], "applications"`, 1)
+	d, err := Load(context.Background(), newTree(t, JSONFile, def))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"tenant.example", "b.example"}, d.Groups["web"].Domains); diff != "" {
+		t.Errorf("domains (-want +got)\n%s", diff)
+	}
+	def = strings.Replace(good, `"web": {"applications"`, `"web": {"domains": ["tenant.example."], "applications"`, 1)
+	var fe *field.Error
+	if _, err := Load(context.Background(), newTree(t, JSONFile, def)); !errors.As(err, &fe) || fe.Path != "groups.web.domains[0]" {
+		t.Fatalf("a domain with a final dot: %v", err)
 	}
 }
 

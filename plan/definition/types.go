@@ -37,6 +37,13 @@ type Submissions struct {
 	AllowedSigners data.RepoPath
 	// RequireSignature refuses an unsigned submission before any evaluation.
 	RequireSignature bool
+	// CredentialDirs is submissions.credentialDirs: absolute directories under which a
+	// submission may name a credential file (SPEC 6.9), besides the deployer's
+	// SWITCHYARD_CREDENTIAL_DIRS and $CREDENTIALS_DIRECTORY.
+	CredentialDirs []string
+	// Scopes is submissions.scopes: a signer's principal to the groups its submissions
+	// may be applied to (SPEC 6.9); nil: every signer may reach every group.
+	Scopes map[string][]string
 }
 
 // System is the deployment's `system` as written: "nixos" or the builder's tree path.
@@ -84,6 +91,9 @@ func (g Group) RunsApplications() bool { return len(g.Applications) > 0 }
 // Group is a group of nodes and the applications they run.
 type Group struct {
 	Applications []string // names of defined applications
+	// Domains is the domains a submission for the group may set as `domain`, each
+	// with its subdomains (SPEC 6.9); empty: the baked domain only.
+	Domains []string
 	Nodes        map[string]Node
 }
 
