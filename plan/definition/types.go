@@ -94,7 +94,7 @@ type Group struct {
 	// Domains is the domains a submission for the group may set as `domain`, each
 	// with its subdomains (SPEC 6.9); empty: the baked domain only.
 	Domains []string
-	Nodes        map[string]Node
+	Nodes   map[string]Node
 }
 
 // Node is one node of a group.
