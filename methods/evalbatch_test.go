@@ -50,7 +50,7 @@ func computePlan(t *testing.T, dir, stateDir string) *plan.Plan {
 		t.Fatal(err)
 	}
 	m, _ := method.Lookup("ssh")
-	d, err := merge.Merge(def, m, nil)
+	d, err := merge.Merge(def, m, nil, merge.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,6 +39,7 @@ type run struct {
 	stateDir   string
 	group      string
 	nodes      []string
+	credDirs   []string // the credential directories a submitted credential may lie under
 }
 
 // compute loads, merges and computes; stateDir defaults to <tree>/.switchyard.
@@ -61,12 +62,12 @@ func tryCompute(t testing.TB, dir string, r run) (*Plan, error) {
 	if !ok {
 		t.Fatalf("no method %s", r.method)
 	}
-	d, err := merge.Merge(def, m, []byte(r.deployment))
-	if err != nil {
-		return nil, err
-	}
 	if r.stateDir == "" {
 		r.stateDir = filepath.Join(dir, ".switchyard")
+	}
+	d, err := merge.Merge(def, m, []byte(r.deployment), merge.Options{CredentialDirs: r.credDirs, Exclude: []string{r.stateDir}})
+	if err != nil {
+		return nil, err
 	}
 	return Compute(d, coordinates.Fixed(m.Coordinates, r.coords), Options{StateDir: r.stateDir, Group: r.group, Nodes: r.nodes})
 }

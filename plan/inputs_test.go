@@ -235,7 +235,7 @@ func TestSavedPlanInTreeNoInput(t *testing.T) {
 	writeTestFile(t, saved, `{"nodes":{}}`)
 	def := load(t, tree)
 	m, _ := method.Lookup("ssh")
-	d, err := merge.Merge(def, m, nil)
+	d, err := merge.Merge(def, m, nil, merge.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -182,17 +182,23 @@ func TestMissingTransportSettings(t *testing.T) {
 	}
 }
 
-// SPEC 6.4: two runs staging a credential at different temporary paths give byte-identical
-// plan.json and equal nixos_conf; no credential reaches the plan.
+// SPEC 6.4: two runs staging a credential at different temporary paths under one
+// credential directory give byte-identical plan.json and equal nixos_conf; no credential
+// reaches the plan.
 func TestCredentialStagingPaths(t *testing.T) {
 	tree := repo("plan", "testdata", "trees", "basic")
+	creds := t.TempDir()
 	var plans []*Plan
-	for _, dir := range []string{t.TempDir(), t.TempDir()} {
-		key := filepath.Join(dir, "id_ed25519")
+	for _, run1 := range []string{"tmp.3fa9", "tmp.77c1"} {
+		key := filepath.Join(creds, run1, "id_ed25519")
 		writeTestFile(t, key, "secret key material\n")
+		if err := os.Chmod(key, 0o600); err != nil {
+			t.Fatal(err)
+		}
 		plans = append(plans, compute(t, tree, run{
-			deployment: `{"deployment-method":{"ssh":{"sshKeyFile":"` + key + `","knownHostsFile":"/etc/ssh/known"}}}`,
+			deployment: `{"deployment-method":{"ssh":{"sshKeyFile":"` + key + `"}}}`,
 			stateDir:   filepath.Join(t.TempDir(), "state"),
+			credDirs:   []string{creds},
 		}))
 	}
 	for i := range plans[0].Nodes {

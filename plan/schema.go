@@ -16,8 +16,11 @@ import (
 // (enable and its settings, typed by their baked values) and every method setting, each
 // leaf with a type, a description and a default (the baked value; a credential's default
 // is never the baked path). Credentials are marked "writeOnly" and
-// "x-switchyard-credential". Besides the schema proper:
+// "x-switchyard-credential". Anchors (SPEC 6.9), which only the tree sets, are not
+// properties of the branch: a form never offers them. Besides the schema proper:
 //
+//   - $defs.anchors: the method's anchors, each with its type, description and the
+//     tree's value as default, for reference;
 //   - $defs.coordinates: the environment coordinates the method's plans read, each a
 //     string with its description and default;
 //   - x-switchyard-nodes: the node roster, group to its enabled nodes, for every group
@@ -45,7 +48,7 @@ func Schema(def *definition.Definition, m method.Method) map[string]any {
 				"properties":           map[string]any{m.Name: branch},
 			},
 		},
-		"$defs":              map[string]any{"coordinates": coordinatesSchema(m)},
+		"$defs":              map[string]any{"coordinates": coordinatesSchema(m), "anchors": anchorsSchema(def, m)},
 		"x-switchyard-nodes": roster(def),
 	}
 }
@@ -60,12 +63,15 @@ func branchProperties(def *definition.Definition, m method.Method) map[string]an
 	}
 	baked := def.MethodSettings[m.Name]
 	for _, s := range m.Settings {
+		if s.Kind == method.Anchor {
+			continue
+		}
 		dflt := s.Default
-		if v, ok := baked[s.Name]; ok && !s.Credential {
+		if v, ok := baked[s.Name]; ok && !s.Credential() {
 			dflt = v
 		}
 		leaf := s.Type.Schema(s.Description, dflt)
-		if s.Credential {
+		if s.Credential() {
 			leaf["writeOnly"] = true
 			leaf["x-switchyard-credential"] = true
 			leaf["description"] = s.Description + " (a credential: a per-run path, never saved in a plan)"
@@ -73,6 +79,25 @@ func branchProperties(def *definition.Definition, m method.Method) map[string]an
 		props[s.Name] = leaf
 	}
 	return props
+}
+
+// anchorsSchema is the method's anchors as the tree sets them: not submittable.
+func anchorsSchema(def *definition.Definition, m method.Method) map[string]any {
+	props := map[string]any{}
+	for _, s := range m.Settings {
+		if s.Kind != method.Anchor {
+			continue
+		}
+		dflt := s.Default
+		if v, ok := def.MethodSettings[m.Name][s.Name]; ok {
+			dflt = v
+		}
+		leaf := s.Type.Schema(s.Description+" (set by the tree only: deployment-method."+m.Name+"."+s.Name+")", dflt)
+		leaf["x-switchyard-anchor"] = true
+		props[s.Name] = leaf
+	}
+	return map[string]any{"type": "object", "description": "Settings only the tree sets (SPEC 6.9); a submission that sets one is refused.",
+		"properties": props}
 }
 
 func applicationsSchema(def *definition.Definition) map[string]any {

@@ -30,14 +30,23 @@ func TestSchema(t *testing.T) {
 		}
 		branch := dig(t, doc, "properties", "deployment-method", "properties", m.Name)
 		props := dig(t, branch, "properties")
+		anchors := dig(t, doc, "$defs", "anchors", "properties")
+		submittable := 0
 		for _, st := range m.Settings {
+			if st.Kind == method.Anchor {
+				if _, ok := props[st.Name]; ok || dig(t, anchors, st.Name)["x-switchyard-anchor"] != true {
+					t.Errorf("%s.%s: an anchor offered to a submission", m.Name, st.Name)
+				}
+				continue
+			}
+			submittable++
 			leaf := dig(t, props, st.Name)
-			if st.Credential != (leaf["writeOnly"] == true) || st.Credential != (leaf["x-switchyard-credential"] == true) {
+			if st.Credential() != (leaf["writeOnly"] == true) || st.Credential() != (leaf["x-switchyard-credential"] == true) {
 				t.Errorf("%s.%s: credential marking %v", m.Name, st.Name, leaf)
 			}
 		}
-		// domain, email, the settings, two enables, hello's 5 settings and mail's 1.
-		if n := leaves(t, m.Name, branch); n != 2+len(m.Settings)+2+5+1 {
+		// domain, email, the submittable settings, two enables, hello's 5 settings and mail's 1.
+		if n := leaves(t, m.Name, branch); n != 2+submittable+2+5+1 {
 			t.Errorf("%s: %d leaves", m.Name, n)
 		}
 		coords := dig(t, doc, "$defs", "coordinates", "properties")
@@ -52,8 +61,8 @@ func TestSchema(t *testing.T) {
 	}
 	op, _ := method.Lookup("tf-incus-operator")
 	s, _ := data.Canonical(Schema(def, op))
-	if !strings.Contains(string(s), `"project":{"default":"baked"`) {
-		t.Errorf("the baked project is not the default")
+	if got := dig(t, mustJSON(t, s), "$defs", "anchors", "properties", "project")["default"]; got != "baked" {
+		t.Errorf("the baked project is %v in the schema's anchors", got)
 	}
 	hello := dig(t, mustJSON(t, s), "properties", "deployment-method", "properties", "tf-incus-operator", "properties", "applications", "properties", "hello", "properties", "settings")
 	want := map[string]any{"default": map[string]any{"_repoPath": "files/motd.txt"}, "description": "Application hello: setting motd.", "type": "object",

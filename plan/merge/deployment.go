@@ -15,8 +15,11 @@ type Deployment struct {
 	Definition *definition.Definition // the baked definition: tree, system, nixpkgs, groups
 	Method     method.Method
 
-	Domain       string
-	Email        string
+	Domain string
+	// DomainSubmitted says the submission set domain: the group's domains must allow
+	// it (SPEC 6.9).
+	DomainSubmitted bool
+	Email           string
 	Applications map[string]definition.Application // every application, merged
 	// Settings is the method's settings: defaults, then deployment-method.<method> of the
 	// definition, then the submission. Credentials included: use Public for anything
@@ -25,6 +28,8 @@ type Deployment struct {
 	// Hash is the deployment_hash: SHA-256 (hex) of the exact DEPLOYMENT bytes (of no
 	// bytes when none was given).
 	Hash string
+
+	opt Options // how the submission was confined
 }
 
 // Hash is the deployment_hash of DEPLOYMENT bytes: SHA-256, hex.

@@ -15,11 +15,23 @@ import (
 // Source names the submission in refusals.
 const Source = "DEPLOYMENT"
 
+// Options is what the merge confines a submission with (SPEC 6.9), besides the tree.
+type Options struct {
+	// CredentialDirs is every directory a submitted credential file may lie under: the
+	// tree's submissions.credentialDirs and the deployer's (credential.Dirs).
+	CredentialDirs []string
+	// Exclude is the tree's paths no node reads, since nixos_conf leaves them out: the
+	// state dir and a saved plan (absolute; "" is ignored). A submitted tree path may
+	// not lie under one, nor under a version-control directory (tree.Skipped).
+	Exclude []string
+}
+
 // Merge merges DEPLOYMENT bytes into the definition for method m. Empty bytes are no
 // submission: the baked deployment. A refusal is a *field.Error with Source
 // "DEPLOYMENT" and the JSON path.
-func Merge(def *definition.Definition, m method.Method, deployment []byte) (*Deployment, error) {
+func Merge(def *definition.Definition, m method.Method, deployment []byte, opt Options) (*Deployment, error) {
 	d := &Deployment{
+		opt:          opt,
 		Definition:   def,
 		Method:       m,
 		Domain:       def.Domain,
@@ -86,7 +98,7 @@ func (d *Deployment) submit(b []byte) error {
 				return field.Errorf(kat, "wrong type: %s, want a string", data.KindOf(v).Article())
 			}
 			if key == "domain" {
-				d.Domain = s
+				d.Domain, d.DomainSubmitted = s, true
 			} else {
 				d.Email = s
 			}
@@ -96,6 +108,9 @@ func (d *Deployment) submit(b []byte) error {
 			}
 		default:
 			if err := d.Method.Check(kat, key, v); err != nil {
+				return err
+			}
+			if err := d.confineSetting(kat, key, v); err != nil {
 				return err
 			}
 			d.Settings[key] = v
@@ -131,6 +146,9 @@ func (d *Deployment) submitApplications(v any, at field.Path) error {
 			case "settings":
 				s, err := mergeSettings(baked.Settings, entry[key], aat.Key(key))
 				if err != nil {
+					return err
+				}
+				if err := d.confinePaths(baked.Settings, entry[key], aat.Key(key)); err != nil {
 					return err
 				}
 				merged.Settings = s

@@ -14,9 +14,10 @@ import (
 	"github.com/switchyard-nix/switchyard/plan/method"
 )
 
-// baked is a definition as Load returns it, without a tree: Merge never reads one.
+// baked is a definition as Load returns it, over the fixture's tree.
 func baked() *definition.Definition {
 	return &definition.Definition{
+		Tree:   fixture.tree,
 		Domain: "example.org",
 		Email:  "ops@example.org",
 		Applications: map[string]definition.Application{
@@ -27,6 +28,7 @@ func baked() *definition.Definition {
 				"verbose":  false,
 				"tags":     []any{"a", "b"},
 				"tls":      map[string]any{"enable": false, "cert": data.RepoPath("certs/web.pem")},
+				"banner":   data.RepoPath("a"),
 				"extra":    map[string]any{},
 				"anything": nil,
 			}},
@@ -51,7 +53,7 @@ func lookup(t testing.TB, name string) method.Method {
 
 // want is the merged deployment of the baked definition with no submission, for edits.
 func want(t testing.TB, m string, edit func(d *Deployment)) *Deployment {
-	d, err := Merge(baked(), lookup(t, m), nil)
+	d, err := Merge(baked(), lookup(t, m), nil, opts())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +61,7 @@ func want(t testing.TB, m string, edit func(d *Deployment)) *Deployment {
 	return d
 }
 
-var cmpOpts = []cmp.Option{cmpopts.IgnoreFields(Deployment{}, "Definition", "Hash")}
+var cmpOpts = []cmp.Option{cmpopts.IgnoreFields(Deployment{}, "Definition", "Hash"), cmpopts.IgnoreUnexported(Deployment{})}
 
 func TestMergeRules(t *testing.T) {
 	for _, tc := range []struct {
@@ -68,10 +70,9 @@ func TestMergeRules(t *testing.T) {
 	}{
 		{"no submission: the baked deployment with method defaults", "tf-incus", ``, func(d *Deployment) {}},
 		{"applications, domain and email raised; method settings merged; deployment-method gone", "tf-incus",
-			`{"deployment-method":{"tf-incus":{"domain":"tenant.example","email":"a@tenant.example","project":"tenant-a","parallel":3}}}`,
+			`{"deployment-method":{"tf-incus":{"domain":"tenant.example","email":"a@tenant.example","parallel":3}}}`,
 			func(d *Deployment) {
-				d.Domain, d.Email = "tenant.example", "a@tenant.example"
-				d.Settings["project"] = "tenant-a"
+				d.Domain, d.Email, d.DomainSubmitted = "tenant.example", "a@tenant.example", true
 				d.Settings["parallel"] = json.Number("3")
 			}},
 		{"an application not named keeps its baked entry", "ssh",
@@ -107,12 +108,20 @@ func TestMergeRules(t *testing.T) {
 			func(d *Deployment) {
 				d.Applications["hello"].Settings["tls"] = map[string]any{"enable": false, "cert": data.RepoPath("certs/other.pem")}
 			}},
-		{"credentials are settings like any other", "ssh",
-			`{"deployment-method":{"ssh":{"sshKeyFile":"/run/user/0/key"}}}`,
-			func(d *Deployment) { d.Settings["sshKeyFile"] = "/run/user/0/key" }},
+		{"a credential staged in a credential directory", "ssh",
+			`{"deployment-method":{"ssh":{"sshKeyFile":"` + fixture.key + `"}}}`,
+			func(d *Deployment) { d.Settings["sshKeyFile"] = fixture.key }},
+		{"a tree path deeper under the baked path's directory", "ssh",
+			`{"deployment-method":{"ssh":{"applications":{"hello":{"enable":true,"settings":{"tls":{"cert":{"_repoPath":"certs/sub/deep.pem"}}}}}}}}`,
+			func(d *Deployment) {
+				d.Applications["hello"].Settings["tls"] = map[string]any{"enable": false, "cert": data.RepoPath("certs/sub/deep.pem")}
+			}},
+		{"the domain, marked as submitted", "ssh",
+			`{"deployment-method":{"ssh":{"domain":"tenant.example"}}}`,
+			func(d *Deployment) { d.Domain, d.DomainSubmitted = "tenant.example", true }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := Merge(baked(), lookup(t, tc.method), []byte(tc.in))
+			got, err := Merge(baked(), lookup(t, tc.method), []byte(tc.in), opts())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -131,7 +140,7 @@ func TestMergeRules(t *testing.T) {
 }
 
 func TestMergeDefaultsAndBaked(t *testing.T) {
-	d, err := Merge(baked(), lookup(t, "tf-incus"), nil)
+	d, err := Merge(baked(), lookup(t, "tf-incus"), nil, opts())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,13 +182,14 @@ func TestMergeRefusals(t *testing.T) {
 		{"wrong type: domain", "ssh", `{"deployment-method":{"ssh":{"domain":1}}}`, "deployment-method.ssh.domain", "wrong type: an integer, want a string"},
 		{"wrong type: method setting", "tf", `{"deployment-method":{"tf":{"stateBackend":true}}}`, "deployment-method.tf.stateBackend", "wrong type: a boolean, want a string"},
 		{"wrong value: enum", "tf", `{"deployment-method":{"tf":{"stateBackend":"s3"}}}`, "deployment-method.tf.stateBackend", `wrong value "s3"`},
+		{"wrong type: method setting", "tf", `{"deployment-method":{"tf":{"parallel":"3"}}}`, "deployment-method.tf.parallel", "wrong type: a string, want an integer"},
 		{"a tree path leaving the tree", "ssh", `{"deployment-method":{"ssh":{"applications":{"hello":{"settings":{"tls":{"cert":{"_repoPath":"../../etc/shadow"}}}}}}}}`, "deployment-method.ssh.applications.hello.settings.tls.cert", "leaves the tree"},
 		{"not JSON", "ssh", `{"deployment-method":`, "deployment-method", "not JSON"},
 		{"duplicate key", "ssh", `{"deployment-method":{"ssh":{"domain":"a","domain":"b"}}}`, "deployment-method.ssh.domain", "duplicate key"},
 		{"two deployment-method keys", "ssh", `{"deployment-method":{"ssh":{}},"deployment-method":{"tf":{}}}`, "deployment-method", "duplicate key"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d, err := Merge(baked(), lookup(t, tc.method), []byte(tc.in))
+			d, err := Merge(baked(), lookup(t, tc.method), []byte(tc.in), opts())
 			if err == nil {
 				t.Fatalf("merged, want a refusal: %+v", d)
 			}
@@ -195,7 +205,9 @@ func TestMergeRefusals(t *testing.T) {
 }
 
 func TestPublic(t *testing.T) {
-	d, err := Merge(baked(), lookup(t, "ssh"), []byte(`{"deployment-method":{"ssh":{"sshKeyFile":"/tmp/x/key","knownHostsFile":"/k"}}}`))
+	def := baked()
+	def.MethodSettings["ssh"]["knownHostsFile"] = "/k"
+	d, err := Merge(def, lookup(t, "ssh"), []byte(`{"deployment-method":{"ssh":{"sshKeyFile":"`+fixture.key+`"}}}`), opts())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +215,7 @@ func TestPublic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(string(b), "/tmp/x/key") || strings.Contains(string(b), "sshKeyFile") {
+	if strings.Contains(string(b), fixture.key) || strings.Contains(string(b), "sshKeyFile") {
 		t.Errorf("a credential in the public deployment: %s", b)
 	}
 	if !strings.Contains(string(b), `"knownHostsFile":"/k"`) || !strings.Contains(string(b), d.Hash) {
@@ -215,14 +227,14 @@ func TestPublic(t *testing.T) {
 }
 
 func TestSettingAccessors(t *testing.T) {
-	d, err := Merge(baked(), lookup(t, "tf"), []byte(`{"deployment-method":{"tf":{"parallel":3,"sshKeyFile":"/k"}}}`))
+	d, err := Merge(baked(), lookup(t, "tf"), []byte(`{"deployment-method":{"tf":{"parallel":3,"sshKeyFile":"`+fixture.key+`"}}}`), opts())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s := d.Typed(); s.Parallel != 3 || s.SSHKeyFile != "/k" || s.StateBackend != "local" || s.Project != "" {
+	if s := d.Typed(); s.Parallel != 3 || s.SSHKeyFile != fixture.key || s.StateBackend != "local" || s.Project != "" {
 		t.Errorf("typed settings: %+v", s)
 	}
-	d, _ = Merge(baked(), lookup(t, "tf"), nil)
+	d, _ = Merge(baked(), lookup(t, "tf"), nil, opts())
 	if s := d.Typed(); s.Parallel != 8 {
 		t.Errorf("default parallel %d", s.Parallel)
 	}

@@ -8,8 +8,10 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/switchyard-nix/switchyard/plan/data"
+	"github.com/switchyard-nix/switchyard/plan/definition"
 	"github.com/switchyard-nix/switchyard/plan/field"
 	"github.com/switchyard-nix/switchyard/plan/method"
 )
@@ -49,7 +51,7 @@ func submission(r *rand.Rand, m method.Method) map[string]any {
 		branch["applications"] = apps
 	}
 	for _, s := range m.Settings {
-		if r.IntN(3) > 0 {
+		if r.IntN(3) > 0 || s.Kind == method.Anchor {
 			continue
 		}
 		switch {
@@ -57,10 +59,10 @@ func submission(r *rand.Rand, m method.Method) map[string]any {
 			branch[s.Name] = s.Type.Enum[r.IntN(len(s.Type.Enum))]
 		case s.Type.Kind == data.Integer:
 			branch[s.Name] = json.Number(strconv.Itoa(1 + r.IntN(50)))
-		case s.Type.Kind == data.Object:
-			branch[s.Name] = map[string]any{"limits.instances": strconv.Itoa(r.IntN(10))}
+		case s.Kind == method.Credential:
+			branch[s.Name] = fixture.key
 		default:
-			branch[s.Name] = "/tmp/" + strconv.Itoa(r.IntN(1000))
+			branch[s.Name] = "s" + strconv.Itoa(r.IntN(1000))
 		}
 	}
 	return map[string]any{"deployment-method": map[string]any{m.Name: branch}}
@@ -95,7 +97,7 @@ func model(t *testing.T, m method.Method, sub map[string]any) *Deployment {
 	for key, v := range branch {
 		switch key {
 		case "domain":
-			w.Domain = v.(string)
+			w.Domain, w.DomainSubmitted = v.(string), true
 		case "email":
 			w.Email = v.(string)
 		case "applications":
@@ -127,14 +129,14 @@ func TestMergeProperties(t *testing.T) {
 			t.Fatal(err)
 		}
 		def := baked()
-		got, err := Merge(def, m, b)
+		got, err := Merge(def, m, b, opts())
 		if err != nil {
 			t.Fatalf("valid submission %s refused: %v", b, err)
 		}
 		if d := cmp.Diff(model(t, m, sub), got, cmpOpts...); d != "" {
 			t.Fatalf("submission %s: (-model +merge)\n%s", b, d)
 		}
-		if d := cmp.Diff(baked(), def); d != "" {
+		if d := cmp.Diff(baked(), def, cmpopts.IgnoreFields(definition.Definition{}, "Tree")); d != "" {
 			t.Fatalf("merge changed the baked definition:\n%s", d)
 		}
 		if got.Hash != Hash(b) {
@@ -142,7 +144,7 @@ func TestMergeProperties(t *testing.T) {
 		}
 		// The same submission in other bytes merges the same, with another hash.
 		indented, _ := json.MarshalIndent(sub, "", "  ")
-		again, err := Merge(baked(), m, indented)
+		again, err := Merge(baked(), m, indented, opts())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -210,7 +212,7 @@ func TestMergeRefusalProperties(t *testing.T) {
 			wantPath = field.Path("").Key("deployment-method")
 		}
 		b, _ := json.Marshal(sub)
-		_, err := Merge(baked(), m, b)
+		_, err := Merge(baked(), m, b, opts())
 		p, ok := field.PathOf(err)
 		if !ok || p != wantPath {
 			t.Fatalf("%s: error %v, want a refusal at %s", b, err, wantPath)
@@ -232,7 +234,8 @@ func indexOf(m method.Method) int {
 func FuzzMerge(f *testing.F) {
 	for _, s := range []string{
 		`{"deployment-method":{"ssh":{"applications":{"hello":{"enable":true,"settings":{"greeting":"hey"}},"mail":{}},"domain":"t.example"}}}`,
-		`{"deployment-method":{"ssh":{"applications":{"hello":{"settings":{"tls":{"cert":{"_repoPath":"a"}},"extra":{"k":[1]}}}}}}}`,
+		`{"deployment-method":{"ssh":{"applications":{"hello":{"settings":{"tls":{"cert":{"_repoPath":"certs/web.pem"}},"extra":{"k":[1]}}}}}}}`,
+		`{"deployment-method":{"ssh":{"applications":{"hello":{"settings":{"tls":{"cert":{"_repoPath":".git/config"}}}}}}}}`,
 		`{"deployment-method":{"tf":{}}}`,
 		`{"deployment-method":{"ssh":{"parallel":3,"sshKeyFile":"/k"}}}`,
 		`[]`, ``,
@@ -241,7 +244,7 @@ func FuzzMerge(f *testing.F) {
 	}
 	m, _ := method.Lookup("ssh")
 	f.Fuzz(func(t *testing.T, b []byte) {
-		d, err := Merge(baked(), m, b)
+		d, err := Merge(baked(), m, b, opts())
 		if err != nil {
 			if !field.IsRefusal(err) {
 				t.Fatalf("error %v is not a refusal", err)

@@ -44,8 +44,9 @@ func TestSettingsMatchRegistry(t *testing.T) {
 }
 
 func TestTypedSettings(t *testing.T) {
-	d, err := Merge(baked(), lookup(t, "tf-incus-operator"), []byte(
-		`{"deployment-method":{"tf-incus-operator":{"parallel":2,"projectConfig":{"limits.cpu":"2"},"dnsServer":"127.0.0.1:53"}}}`))
+	def := baked()
+	def.MethodSettings["tf-incus-operator"] = map[string]any{"projectConfig": map[string]any{"limits.cpu": "2"}, "dnsServer": "127.0.0.1:53"}
+	d, err := Merge(def, lookup(t, "tf-incus-operator"), []byte(`{"deployment-method":{"tf-incus-operator":{"parallel":2}}}`), opts())
 	if err != nil {
 		t.Fatal(err)
 	}

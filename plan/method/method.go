@@ -140,7 +140,7 @@ func (m Method) Defaults() map[string]any {
 func (m Method) Public(settings map[string]any) map[string]any {
 	out := make(map[string]any, len(settings))
 	for k, v := range settings {
-		if s, ok := m.Setting(k); ok && s.Credential {
+		if s, ok := m.Setting(k); ok && s.Credential() {
 			continue
 		}
 		out[k] = v
@@ -152,7 +152,7 @@ func (m Method) Public(settings map[string]any) map[string]any {
 func (m Method) Credentials() []string {
 	var out []string
 	for _, s := range m.Settings {
-		if s.Credential {
+		if s.Credential() {
 			out = append(out, s.Name)
 		}
 	}

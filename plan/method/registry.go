@@ -16,32 +16,32 @@ var (
 	}
 	overSSH = []Setting{
 		credential("sshKeyFile", "private key file for SSH to the nodes, besides the ssh agent"),
-		str("knownHostsFile", "", "known_hosts file checked for a node that pins no hostKey; empty: ~/.ssh/known_hosts"),
+		anchor(str("knownHostsFile", "", "known_hosts file checked for a node that pins no hostKey; empty: ~/.ssh/known_hosts")),
 	}
 	staged = []Setting{
 		str("rollout", "", `apply's stages, "canary=N,batch=M" (M a count or a percentage, "25%"): `+
 			"each stage must pass its verdicts before the next starts (the --rollout flag overrides it); empty: every node at once"),
 	}
 	tofu = []Setting{
-		enum("stateBackend", "local", `where OpenTofu keeps its state: "local" (under the state dir) or "pg" (PostgreSQL, with locking)`, "local", "pg"),
+		anchor(enum("stateBackend", "local", `where OpenTofu keeps its state: "local" (under the state dir) or "pg" (PostgreSQL, with locking)`, "local", "pg")),
 		credential("pgConnStringFile", `file holding the PostgreSQL connection string, for stateBackend "pg"`),
 	}
 	overIncus = []Setting{
-		str("project", "default", "Incus project of the instances"),
+		anchor(str("project", "default", "Incus project of the instances")),
 	}
 	incusRemote = []Setting{
-		str("incusRemote", "", "Incus remote of the client configuration (~/.config/incus/config.yml); empty: the local unix socket"),
+		anchor(str("incusRemote", "", "Incus remote of the client configuration (~/.config/incus/config.yml); empty: the local unix socket")),
 		credential("incusClientKeyFile", "client key for an HTTPS Incus remote, when not the client configuration's"),
 	}
 	operator = []Setting{
-		str("project", "", "the tenant's Incus project, created and destroyed with it; empty: the group's name"),
+		anchor(str("project", "", "the tenant's Incus project, created and destroyed with it; empty: the group's name")),
 		str("projectDescription", "", "description of the tenant's Incus project; empty: one naming the group"),
-		object("projectConfig", "configuration of the tenant's Incus project (limits.*, restricted.*, features.*): "+
-			"string values, over the defaults features.images=true and features.profiles=false (the host's profiles)"),
-		str("dnsServer", "", "DNS server (host:port) accepting RFC 2136 updates for the tenant domain"),
+		anchor(object("projectConfig", "configuration of the tenant's Incus project (limits.*, restricted.*, features.*): "+
+			"string values, over the defaults features.images=true and features.profiles=false (the host's profiles)")),
+		anchor(str("dnsServer", "", "DNS server (host:port) accepting RFC 2136 updates for the tenant domain")),
 		credential("dnsTsigKeyFile", "TSIG key file (BIND key format) signing the DNS updates"),
-		str("spireServer", "", "SPIRE server address for workload-identity registration"),
-		str("spireTrustDomain", "", "SPIFFE trust domain; empty: the tenant domain"),
+		anchor(str("spireServer", "", "SPIRE server address for workload-identity registration")),
+		anchor(str("spireTrustDomain", "", "SPIFFE trust domain; empty: the tenant domain")),
 		credential("spireTokenFile", "file holding the SPIRE registration token"),
 	}
 

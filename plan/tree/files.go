@@ -9,8 +9,11 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
+
+	"github.com/switchyard-nix/switchyard/plan/data"
 )
 
 // File is a file of the tree.
@@ -203,4 +206,35 @@ func EnvReads(src []byte) []EnvRead {
 		}
 	}
 	return out
+}
+
+// Uncovered says why the tree path p lies where Files does not look (a version-control
+// directory, switchyard's state dir, a path of exclude), as written or with its symlinks
+// resolved; "" when Files covers it. A node's input outside Files would be read without
+// nixos_conf seeing it change.
+func (t *Tree) Uncovered(p data.RepoPath, exclude []string) string {
+	shown := strings.Split(string(p), "/")
+	real, err := filepath.EvalSymlinks(t.Path(p))
+	if err != nil {
+		real = t.Path(p)
+	}
+	names := append(shown, strings.Split(t.rel(real), "/")...)
+	for _, n := range names {
+		if slices.Contains(Skipped, n) {
+			return "under " + n
+		}
+	}
+	for _, e := range exclude {
+		if e == "" {
+			continue
+		}
+		re, err := filepath.EvalSymlinks(e)
+		if err != nil {
+			re = filepath.Clean(e)
+		}
+		if real == re || strings.HasPrefix(real, re+string(filepath.Separator)) {
+			return "switchyard's own (the state dir or a saved plan)"
+		}
+	}
+	return ""
 }
