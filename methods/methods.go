@@ -15,6 +15,7 @@ import (
 	"github.com/switchyard-nix/switchyard/effects"
 	"github.com/switchyard-nix/switchyard/plan"
 	"github.com/switchyard-nix/switchyard/plan/coordinates"
+	"github.com/switchyard-nix/switchyard/plan/credential"
 	"github.com/switchyard-nix/switchyard/plan/definition"
 	"github.com/switchyard-nix/switchyard/plan/field"
 	"github.com/switchyard-nix/switchyard/plan/merge"
@@ -134,7 +135,7 @@ func Run(ctx context.Context, req Request, rep Reporter) (exit int, err error) {
 			return exitFor(err), err
 		}
 	}
-	d, err := merge.Merge(def, m, req.Deployment)
+	d, err := mergeSubmission(def, m, req)
 	if err != nil {
 		return exitFor(err), err
 	}
@@ -186,6 +187,17 @@ func Run(ctx context.Context, req Request, rep Reporter) (exit int, err error) {
 		return f.receipts(ctx, req.ReceiptsAction, pub, list, req.Stdout)
 	}
 	return ExitRefused, fmt.Errorf("verb %q not built", req.Verb)
+}
+
+// mergeSubmission merges the submission, confined as SPEC 6.9 says: credentials only
+// under the tree's and the deployer's credential directories, tree paths only where
+// nixos_conf looks (not the state dir, not a saved plan).
+func mergeSubmission(def *definition.Definition, m method.Method, req Request) (*merge.Deployment, error) {
+	dirs, err := credential.Dirs(def.Submissions.CredentialDirs, req.Getenv)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", err, ErrRefused)
+	}
+	return merge.Merge(def, m, req.Deployment, merge.Options{CredentialDirs: dirs, Exclude: []string{req.StateDir, req.PlanOut, req.PlanIn}})
 }
 
 func (r Request) withDefaults() Request {

@@ -20,7 +20,7 @@ type Deployment struct {
 	// it (SPEC 6.9).
 	DomainSubmitted bool
 	Email           string
-	Applications map[string]definition.Application // every application, merged
+	Applications    map[string]definition.Application // every application, merged
 	// Settings is the method's settings: defaults, then deployment-method.<method> of the
 	// definition, then the submission. Credentials included: use Public for anything
 	// saved or shown.
