@@ -35,6 +35,11 @@ type Tree struct {
 	DNS map[string]any
 	// Groups are more groups, written as given (e.g. one that runs no application).
 	Groups map[string]any
+	// Methods is the tree's deployment-method: the baked settings of each method, where
+	// its anchors (SPEC 6.9: knownHostsFile, stateBackend, dnsServer...) are set.
+	Methods map[string]map[string]any
+	// Submissions is the tree's `submissions`, written as given; nil: none.
+	Submissions map[string]any
 }
 
 // Builder is the builder of test trees ({ configuration, plan }: toplevel): the closure
@@ -111,6 +116,12 @@ func Write(dir string, spec Tree) error {
 	}
 	for name, g := range spec.Groups {
 		def["groups"].(map[string]any)[name] = g
+	}
+	if spec.Methods != nil {
+		def["deployment-method"] = spec.Methods
+	}
+	if spec.Submissions != nil {
+		def["submissions"] = spec.Submissions
 	}
 	b, err := json.MarshalIndent(def, "", "  ")
 	if err != nil {
