@@ -23,6 +23,7 @@ type CutProxy struct {
 	mu     sync.Mutex
 	live   map[net.Conn]struct{}
 	cuts   int
+	seen   int // connections accepted
 	closed bool
 }
 
@@ -46,6 +47,9 @@ func (p *CutProxy) serve() {
 		if err != nil {
 			return
 		}
+		p.mu.Lock()
+		p.seen++
+		p.mu.Unlock()
 		go p.forward(c)
 	}
 }
@@ -116,6 +120,14 @@ func (p *CutProxy) Live() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return len(p.live) / 2
+}
+
+// Accepted is the number of connections the proxy accepted so far: a test that a run
+// refused before contacting the node sees 0.
+func (p *CutProxy) Accepted() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.seen
 }
 
 // Close stops accepting and cuts what is live.
