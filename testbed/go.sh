@@ -18,15 +18,36 @@ switchyard_ensure_go() {
 	export PATH
 }
 
+# switchyard_go_proxy: the first Go module proxy the machine's configuration names
+# (`go env GOPROXY` where a Go is installed, else the GOPROXY variable); this script
+# names none. Fails, saying so, where none is configured.
+switchyard_go_proxy() {
+	local list entry
+	if command -v go >/dev/null; then
+		list=$(go env GOPROXY)
+	else
+		list=${GOPROXY:-}
+	fi
+	for entry in ${list//[,|]/ }; do
+		case $entry in
+		http://* | https://*)
+			echo "${entry%/}"
+			return
+			;;
+		esac
+	done
+	echo "testbed: no Go module proxy configured (go env GOPROXY, or the GOPROXY variable where no Go is installed): set one to fetch Go" >&2
+	return 1
+}
+
 # switchyard_fetch_go VERSION: a Go toolchain of exactly VERSION from the Go module proxy
 # (golang.org/toolchain), cached per machine; prints its directory.
 switchyard_fetch_go() {
 	local version=$1 cache=${SWITCHYARD_TESTBED_CACHE:-/var/cache/switchyard-testbed}
 	local dir=$cache/go$version
 	if [ ! -x "$dir/bin/go" ]; then
-		local proxy=${GOPROXY:-https://proxy.golang.org}
-		proxy=${proxy%%,*}
-		local v=v0.0.1-go$version.linux-amd64 tmp
+		local proxy v=v0.0.1-go$version.linux-amd64 tmp
+		proxy=$(switchyard_go_proxy) || return 2
 		echo "testbed: fetching Go $version from $proxy" >&2
 		command -v unzip >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -q unzip >&2
 		command -v curl >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -q curl >&2

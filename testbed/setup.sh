@@ -29,11 +29,18 @@ log() { echo "testbed: $*" >&2; }
 mkdir -p "$cache"
 
 debian_mirror() {
-	# The mirror the machine already uses; fall back to Debian's CDN.
-	local uri
-	uri=$(grep -hoE '^(URIs:|deb) +https?://[^ ]+/debian/?( |$)' /etc/apt/sources.list /etc/apt/sources.list.d/* 2>/dev/null |
+	# The Debian mirror the machine's apt sources already use: this script names none.
+	local uri files=()
+	for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do
+		[ -f "$f" ] && files+=("$f")
+	done
+	uri=$(grep -hoE '^(URIs:|deb) +https?://[^ ]+/debian/?( |$)' "${files[@]}" /dev/null 2>/dev/null |
 		grep -oE 'https?://[^ ]+' | head -n1 || true)
-	echo "${uri:-http://deb.debian.org/debian}"
+	if [ -z "$uri" ]; then
+		log "no Debian mirror in the apt sources (/etc/apt/sources.list, /etc/apt/sources.list.d/*.list or *.sources): configure one first"
+		exit 2
+	fi
+	echo "$uri"
 }
 
 install_packages() {
