@@ -33,7 +33,12 @@ trap 'rm -f examples/tree/local.nix; cleanup' EXIT
 
 echo "example: switchyard ssh apply --tree examples/tree --node web1" >&2
 status=0
-DEPLOYMENT="{\"deployment-method\":{\"ssh\":{\"sshKeyFile\":\"$(field key_file)\"}}}" \
-	DEPLOY_EVAL_CACHE_DIR="$work/eval-cache" \
+# The client key is staged as an API stages a run's credentials (SPEC 6.9): a file of
+# the deployer's user, mode 0600, in a directory of its own under a credential directory.
+creds="$work/credentials"
+install -d -m 0700 "$creds" "$creds/run-1"
+install -m 0600 "$(field key_file)" "$creds/run-1/ssh-key"
+DEPLOYMENT="{\"deployment-method\":{\"ssh\":{\"sshKeyFile\":\"$creds/run-1/ssh-key\"}}}" \
+	SWITCHYARD_CREDENTIAL_DIRS="$creds" DEPLOY_EVAL_CACHE_DIR="$work/eval-cache" \
 	"$work/switchyard" ssh apply --tree examples/tree --node web1 --state-dir "$work/state" || status=$?
 exit "$status"

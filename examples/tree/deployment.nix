@@ -41,7 +41,16 @@ in
     };
   };
 
+  # What a submission may set (SPEC 6.9). A credential it names (sshKeyFile, ...) must be
+  # a file of the deployer's user, mode 0600, under one of these directories, where the
+  # API stages each run's secrets (or under $SWITCHYARD_CREDENTIAL_DIRS or systemd's
+  # $CREDENTIALS_DIRECTORY); anchors (knownHostsFile, stateBackend, project, dnsServer, ...)
+  # come from deployment-method below only.
+  submissions.credentialDirs = [ "/run/switchyard-api/credentials" ];
+
   groups.web = {
+    # The domains a submission for this group may choose (each with its subdomains).
+    domains = [ "example.org" ];
     applications = [ "hello" "mail" ];
     nodes.web1 = {
       modules = [ "hosts/web1.nix" ];
