@@ -241,7 +241,7 @@ func fleetRow(ctx context.Context, bed *testbed.Bed, dir, binary, tofuBin, build
 		args = append(args, "--parallel", strconv.Itoa(n))
 	}
 	cmd := exec.CommandContext(ctx, binary, args...)
-	cmd.Env = append(os.Environ(), "DEPLOYMENT="+deployment, "DEPLOY_EVAL_CACHE_DIR="+filepath.Join(dir, "eval-cache"))
+	cmd.Env = append(os.Environ(), "DEPLOYMENT="+deployment, "DEPLOY_EVAL_CACHE_DIR="+filepath.Join(dir, "eval-cache"), credentialDirs())
 	if tofuBin != "" {
 		cmd.Env = append(cmd.Env, envTofu+"="+tofuBin)
 	}
@@ -577,4 +577,10 @@ func raiseLimits() error {
 		}
 	}
 	return nil
+}
+
+// credentialDirs lets the deploys the bench starts take the bed's client key as a
+// submitted credential (SPEC 6.9), as an operator's deployer names its staging area.
+func credentialDirs() string {
+	return "SWITCHYARD_CREDENTIAL_DIRS=" + strings.Join(testbed.CredentialDirs(), ":")
 }

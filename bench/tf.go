@@ -87,7 +87,7 @@ func tfRows(ctx context.Context, bed *testbed.Bed, tmp, binary, tofuBin string, 
 		return nil, err
 	}
 	deployment := fmt.Sprintf(`{"deployment-method":{"tf":{"sshKeyFile":%q}}}`, bed.KeyFile)
-	env := append(os.Environ(), "DEPLOYMENT="+deployment, "DEPLOY_EVAL_CACHE_DIR="+cacheDir, envTofu+"="+tofuBin)
+	env := append(os.Environ(), "DEPLOYMENT="+deployment, "DEPLOY_EVAL_CACHE_DIR="+cacheDir, envTofu+"="+tofuBin, credentialDirs())
 	apply := func(env []string) (string, error) {
 		cmd := exec.Command(binary, "tf", "apply", "--tree", tree, "--state-dir", stateDir, "--output", "json")
 		cmd.Env = env

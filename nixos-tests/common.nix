@@ -153,6 +153,9 @@ rec {
       };
       # One node evaluated at a time: a NixOS evaluation takes a good part of the VM.
       deployment-method.ssh.parallel = 1;
+      # Where the submissions' credentials are staged (SPEC 6.9): the fleet key, and the
+      # per-run directories the tests stage copies in.
+      submissions.credentialDirs = [ "/root/.ssh" "/run/keys" ];
     }
   '';
 

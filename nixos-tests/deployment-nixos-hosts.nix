@@ -68,11 +68,11 @@ in
       with subtest("credential-paths"):
           # The same key staged at two paths: the same nixos_conf, and no plan holds it.
           deployer.succeed(
-              "install -D -m 600 /root/.ssh/id_fleet /run/keys-a/id",
-              "install -D -m 600 /root/.ssh/id_fleet /tmp/staging-b/id",
+              "install -D -m 600 /root/.ssh/id_fleet /run/keys/run-a/id",
+              "install -D -m 600 /root/.ssh/id_fleet /run/keys/run-b/id",
           )
           confs = []
-          for key in ["/run/keys-a/id", "/tmp/staging-b/id"]:
+          for key in ["/run/keys/run-a/id", "/run/keys/run-b/id"]:
               sub = json.dumps({"deployment-method": {"ssh": {"sshKeyFile": key}}})
               events = switchyard("ssh plan --tree /root/tree", 0, f"DEPLOYMENT='{sub}'")
               planned = {e["node"]: (e["nixos_conf"], e["changed"]) for e in events if e["kind"] == "plan"}
