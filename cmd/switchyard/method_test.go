@@ -17,8 +17,17 @@ import (
 // client key.
 func treeFor(t *testing.T, method, closure string, nodes map[string]*testbed.Node) (string, string) {
 	t.Helper()
-	var spec plantest.Tree
-	spec.Closure = closure
+	return treeWith(t, method, closure, nodes, nil)
+}
+
+// treeWith is treeFor with the tree's own deployment-method settings (anchors, which
+// only the tree sets: SPEC 6.9).
+func treeWith(t *testing.T, method, closure string, nodes map[string]*testbed.Node, baked map[string]any) (string, string) {
+	t.Helper()
+	spec := plantest.Tree{Closure: closure}
+	if baked != nil {
+		spec.Methods = map[string]map[string]any{method: baked}
+	}
 	var key string
 	for name, n := range nodes {
 		spec.Nodes = append(spec.Nodes, plantest.Node{Name: name, Host: "127.0.0.1", Port: n.SSHPort, HostKey: n.HostKey})

@@ -41,6 +41,7 @@ type operatorBed struct {
 	project string
 	tree    string
 	state   string
+	keyFile string
 	env     []string
 }
 
@@ -48,7 +49,7 @@ const operatorDomain = "test.example"
 
 func newOperatorBed(t *testing.T, kind string) *operatorBed {
 	t.Helper()
-	bed := testbed.Require(t)
+	testbed.Require(t)
 	needTofu(t)
 	b := &operatorBed{}
 	b.dns = dnsserver.Start(t, kind, operatorDomain+".", "hmac-sha256")
@@ -57,21 +58,36 @@ func newOperatorBed(t *testing.T, kind string) *operatorBed {
 	rand.Read(id)
 	b.project = "switchyard-test-" + hex.EncodeToString(id)
 	t.Cleanup(func() { removeProject(t, b.project) })
-	b.tree = plantest.WriteTree(t, t.TempDir(), plantest.Tree{
-		Nodes:   []plantest.Node{{Name: "web1", Image: bed.Image}, {Name: "web2", Image: bed.Image}},
-		Closure: "tenant-needs-identity",
-		DNS:     operatorRecords,
-		Groups:  map[string]any{"idle": map[string]any{"nodes": map[string]any{"idle1": map[string]any{"incus": map[string]any{"image": bed.Image}}}}},
-	})
+	b.tree = t.TempDir()
+	writeOperatorTree(t, b, operatorRecords)
 	b.state = filepath.Join(b.tree, ".switchyard")
-	b.env = []string{b.deployment(b.dns.KeyFile), "DEPLOY_EVAL_CACHE_DIR=" + t.TempDir()}
+	// The tenant's staged TSIG key: the server's copy is readable by its daemon's user,
+	// a credential is the deployer's alone (SPEC 6.9).
+	key, err := os.ReadFile(b.dns.KeyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.keyFile = filepath.Join(t.TempDir(), "tsig.key")
+	if err := os.WriteFile(b.keyFile, key, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b.env = []string{b.deployment(b.keyFile), "DEPLOY_EVAL_CACHE_DIR=" + t.TempDir()}
 	return b
 }
 
+// methods is the tree's tf-incus-operator settings: the project, its config and the
+// servers are anchors, which only the tree sets (SPEC 6.9).
+func (b *operatorBed) methods() map[string]map[string]any {
+	return map[string]map[string]any{"tf-incus-operator": {
+		"project": b.project, "dnsServer": b.dns.Addr, "spireServer": b.spire.Addr,
+		"projectConfig": map[string]any{"limits.instances": "5"},
+	}}
+}
+
+// deployment is the tenant's submission: an application and the staged TSIG key.
 func (b *operatorBed) deployment(keyFile string) string {
 	return fmt.Sprintf(`DEPLOYMENT={"deployment-method":{"tf-incus-operator":{"applications":{"mail":{"enable":true}},`+
-		`"project":%q,"dnsServer":%q,"dnsTsigKeyFile":%q,"spireServer":%q,"projectConfig":{"limits.instances":"5"}}}}`,
-		b.project, b.dns.Addr, keyFile, b.spire.Addr)
+		`"dnsTsigKeyFile":%q}}}`, keyFile)
 }
 
 // removeProject deletes what a failed test left in the project, and the project.
@@ -429,6 +445,7 @@ func writeOperatorTree(t *testing.T, b *operatorBed, dns map[string]any) {
 		Closure: "tenant-needs-identity",
 		DNS:     dns,
 		Groups:  map[string]any{"idle": map[string]any{"nodes": map[string]any{"idle1": map[string]any{"incus": map[string]any{"image": bed.Image}}}}},
+		Methods: b.methods(),
 	})
 }
 

@@ -47,6 +47,12 @@ func testProject(t *testing.T) string {
 	return name
 }
 
+// inProject is a tree's deployment-method placing tf-incus nodes in project: an
+// anchor, which only the tree sets (SPEC 6.9).
+func inProject(project string) map[string]map[string]any {
+	return map[string]map[string]any{"tf-incus": {"project": project}}
+}
+
 // instances lists the project's instances as name -> status.
 func instances(t *testing.T, project string) map[string]string {
 	t.Helper()
@@ -73,11 +79,8 @@ func TestTFIncusApplyPlanDestroy(t *testing.T) {
 	project := testProject(t)
 	tree := plantest.WriteTree(t, t.TempDir(), plantest.Tree{Nodes: []plantest.Node{
 		{Name: "web1", Image: bed.Image}, {Name: "web2", Image: bed.Image},
-	}})
-	env := []string{
-		fmt.Sprintf(`DEPLOYMENT={"deployment-method":{"tf-incus":{"project":%q}}}`, project),
-		"DEPLOY_EVAL_CACHE_DIR=" + t.TempDir(),
-	}
+	}, Methods: inProject(project)})
+	env := []string{"DEPLOY_EVAL_CACHE_DIR=" + t.TempDir()}
 
 	r := switchyard(t, env, "tf-incus", "apply", "--tree", tree, "--output", "json")
 	wantCode(t, r, 0)
@@ -147,7 +150,7 @@ func TestTFIncusApplyPlanDestroy(t *testing.T) {
 	t.Cleanup(func() { incusCLI(t, "image", "alias", "delete", alias) })
 	plantest.WriteTree(t, tree, plantest.Tree{Nodes: []plantest.Node{
 		{Name: "web1", Image: alias}, {Name: "web2", Image: bed.Image},
-	}})
+	}, Methods: inProject(project)})
 	r = switchyard(t, env, "tf-incus", "apply", "--tree", tree, "--output", "json")
 	wantCode(t, r, 0)
 	if v := verdicts(t, r)["web1"]; v == nil || v["ok"] != true || v["switch"].(map[string]any)["result"] != "ok" {
@@ -198,13 +201,16 @@ func TestTFIncusRemote(t *testing.T) {
 	needTofu(t)
 	project := testProject(t)
 	remote := incustest.NewRemote(t, "yard")
-	tree := plantest.WriteTree(t, t.TempDir(), plantest.Tree{Nodes: []plantest.Node{{Name: "web1", Image: bed.Image}}})
-	deployment := func(remote string) string {
-		return fmt.Sprintf(`DEPLOYMENT={"deployment-method":{"tf-incus":{"project":%q,"incusRemote":%q}}}`, project, remote)
+	// The remote is an anchor (SPEC 6.9): each remote is a tree of its own.
+	treeAt := func(remote string) string {
+		m := inProject(project)
+		m["tf-incus"]["incusRemote"] = remote
+		return plantest.WriteTree(t, t.TempDir(), plantest.Tree{Nodes: []plantest.Node{{Name: "web1", Image: bed.Image}}, Methods: m})
 	}
-	env := []string{deployment("yard"), "DEPLOY_EVAL_CACHE_DIR=" + t.TempDir(), "INCUS_CONF=" + remote.Dir}
+	tree := treeAt("yard")
+	env := []string{"DEPLOY_EVAL_CACHE_DIR=" + t.TempDir(), "INCUS_CONF=" + remote.Dir}
 
-	r := switchyard(t, []string{deployment("nowhere"), env[1], env[2]}, "tf-incus", "apply", "--tree", tree)
+	r := switchyard(t, env, "tf-incus", "apply", "--tree", treeAt("nowhere"))
 	wantCode(t, r, 2)
 	if !strings.Contains(r.stderr, `incus remote "nowhere"`) || len(instances(t, project)) != 0 {
 		t.Errorf("unknown remote: %q", r.stderr)
@@ -247,9 +253,11 @@ func TestTFIncusClientKeyFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.WriteFile(keyFile, key, 0o600)
-	tree := plantest.WriteTree(t, t.TempDir(), plantest.Tree{Nodes: []plantest.Node{{Name: "web1", Image: bed.Image}}})
+	methods := inProject(project)
+	methods["tf-incus"]["incusRemote"] = "yard"
+	tree := plantest.WriteTree(t, t.TempDir(), plantest.Tree{Nodes: []plantest.Node{{Name: "web1", Image: bed.Image}}, Methods: methods})
 	deployment := func(key string) string {
-		return fmt.Sprintf(`DEPLOYMENT={"deployment-method":{"tf-incus":{"project":%q,"incusRemote":"yard","incusClientKeyFile":%q}}}`, project, key)
+		return fmt.Sprintf(`DEPLOYMENT={"deployment-method":{"tf-incus":{"incusClientKeyFile":%q}}}`, key)
 	}
 	env := []string{deployment(keyFile), "DEPLOY_EVAL_CACHE_DIR=" + t.TempDir(), "INCUS_CONF=" + conf}
 
@@ -257,6 +265,7 @@ func TestTFIncusClientKeyFile(t *testing.T) {
 	if out, err := exec.Command("openssl", "genpkey", "-algorithm", "ed25519", "-out", other).CombinedOutput(); err != nil {
 		t.Fatalf("openssl genpkey: %v: %s", err, out)
 	}
+	os.Chmod(other, 0o600)
 	r := switchyard(t, []string{deployment(other), env[1], env[2]}, "tf-incus", "apply", "--tree", tree)
 	wantCode(t, r, 2)
 	if !strings.Contains(r.stderr, "incusClientKeyFile") || strings.Contains(r.stderr, other) || len(instances(t, project)) != 0 {

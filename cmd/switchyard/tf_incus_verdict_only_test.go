@@ -2,7 +2,6 @@ package main_test
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -20,7 +19,7 @@ func TestTFIncusVerdictOnlyApply(t *testing.T) {
 	needTofu(t)
 	t.Parallel()
 	project := testProject(t)
-	tree := plantest.WriteTree(t, t.TempDir(), plantest.Tree{Nodes: []plantest.Node{{Name: "web1", Image: bed.Image}}})
+	tree := plantest.WriteTree(t, t.TempDir(), plantest.Tree{Nodes: []plantest.Node{{Name: "web1", Image: bed.Image}}, Methods: inProject(project)})
 	cache := "DEPLOY_EVAL_CACHE_DIR=" + t.TempDir()
 	// Read through the Incus API, not the incus CLI (whose exec under load has lost
 	// its output).
@@ -37,7 +36,7 @@ func TestTFIncusVerdictOnlyApply(t *testing.T) {
 		return strings.TrimSpace(out.String())
 	}
 
-	r := switchyard(t, []string{fmt.Sprintf(`DEPLOYMENT={"deployment-method":{"tf-incus":{"project":%q}}}`, project), cache},
+	r := switchyard(t, []string{cache},
 		"tf-incus", "apply", "--tree", tree, "--output", "json")
 	wantCode(t, r, 0)
 	first, _ := verdicts(t, r)["web1"]["toplevel"].(string)
@@ -45,7 +44,7 @@ func TestTFIncusVerdictOnlyApply(t *testing.T) {
 		t.Fatalf("first apply: verdict %v\nstderr:\n%s", verdicts(t, r)["web1"], r.stderr)
 	}
 
-	changed := fmt.Sprintf(`DEPLOYMENT={"deployment-method":{"tf-incus":{"project":%q,"applications":{"hello":{"settings":{"greeting":"hey"}}}}}}`, project)
+	changed := `DEPLOYMENT={"deployment-method":{"tf-incus":{"applications":{"hello":{"settings":{"greeting":"hey"}}}}}}`
 	r = switchyard(t, []string{changed, cache, "DEPLOY_VERDICT_ONLY=1"}, "tf-incus", "apply", "--tree", tree, "--output", "json")
 	wantCode(t, r, 0)
 	v := verdicts(t, r)["web1"]

@@ -303,12 +303,12 @@ func TestTFPgBackendLock(t *testing.T) {
 	conn := startPostgres(t)
 	t.Parallel()
 	node := bed.Node(t)
-	tree, _ := treeFor(t, "tf", "healthy", map[string]*testbed.Node{"web1": node})
+	tree, _ := treeWith(t, "tf", "healthy", map[string]*testbed.Node{"web1": node}, map[string]any{"stateBackend": "pg"})
 	connFile := filepath.Join(t.TempDir(), "pg-conn")
 	if err := os.WriteFile(connFile, []byte(conn+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	deployment := fmt.Sprintf(`{"deployment-method":{"tf":{"sshKeyFile":%q,"stateBackend":"pg","pgConnStringFile":%q}}}`, node.KeyFile, connFile)
+	deployment := fmt.Sprintf(`{"deployment-method":{"tf":{"sshKeyFile":%q,"pgConnStringFile":%q}}}`, node.KeyFile, connFile)
 	env := []string{"DEPLOYMENT=" + deployment, "DEPLOY_EVAL_CACHE_DIR=" + t.TempDir()}
 	stateA, stateB := t.TempDir(), t.TempDir()
 
