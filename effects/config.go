@@ -2,7 +2,6 @@ package effects
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -122,7 +121,9 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		if val == "" {
 			val = v.Default
 			if v.Name == "DEPLOY_EVAL_CACHE_DIR" {
-				val = defaultEvalCacheDir(getenv)
+				if val = defaultEvalCacheDir(getenv); val == "" {
+					continue // off
+				}
 			}
 		}
 		if err := v.set(&c, val); err != nil {
@@ -132,12 +133,14 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	return c, nil
 }
 
+// defaultEvalCacheDir is $XDG_CACHE_HOME/switchyard/eval, or under $HOME/.cache; with
+// neither it is "", the cache off: never a shared directory such as /tmp (SPEC 6.9).
 func defaultEvalCacheDir(getenv func(string) string) string {
 	base := getenv("XDG_CACHE_HOME")
 	if base == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			home = os.TempDir()
+		home := getenv("HOME")
+		if home == "" {
+			return ""
 		}
 		base = filepath.Join(home, ".cache")
 	}

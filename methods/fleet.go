@@ -56,7 +56,12 @@ type fleet struct {
 func newFleet(m method.Method, d *merge.Deployment, p *plan.Plan, cfg effects.Config, out Reporter, req Request) *fleet {
 	f := &fleet{m: m, d: d, s: d.Typed(), p: p, cfg: cfg, out: out, parallel: req.Parallel, offline: req.Offline}
 	f.open = f.transport
-	cache := evalcache.Open(cfg.EvalCacheDir, nil)
+	var cache *evalcache.Cache
+	if err := evalcache.Usable(cfg.EvalCacheDir); err != nil {
+		out.Log("", "warn", fmt.Sprintf("eval cache not used: %v", err))
+	} else {
+		cache = evalcache.Open(cfg.EvalCacheDir, nil)
+	}
 	var nodes []*plan.Node
 	if p != nil {
 		nodes = p.Nodes

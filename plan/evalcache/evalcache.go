@@ -14,6 +14,9 @@ package evalcache
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -36,6 +39,38 @@ func Open(dir string, valid func(drv string) bool) *Cache {
 	return &Cache{dir: dir, valid: valid}
 }
 
+// Usable makes the cache directory when it is missing (mode 0700) and says why the
+// cache must not be used (SPEC 6.9): an entry names what is built and deployed, so a
+// directory another user owns, or that group or others may write, could plant one.
+// The directory is followed through symlinks; nil means it may be used.
+func Usable(dir string) error {
+	if dir == "" {
+		return errors.New("neither XDG_CACHE_HOME nor HOME is set")
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("%s cannot be made: %w", dir, err)
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	if err := owned(fi, "directory"); err != nil {
+		return fmt.Errorf("%s: %w", dir, err)
+	}
+	return nil
+}
+
+// owned refuses what the deployer's user does not own or what group or others may write.
+func owned(fi os.FileInfo, what string) error {
+	if uid, ok := ownerOf(fi); !ok || uid != os.Geteuid() {
+		return fmt.Errorf("the %s belongs to uid %d, not the deployer's (%d)", what, uid, os.Geteuid())
+	}
+	if m := fi.Mode().Perm(); m&0o022 != 0 {
+		return fmt.Errorf("the %s has mode %04o: writable by group or others", what, m)
+	}
+	return nil
+}
+
 // Dir is the cache's directory.
 func (c *Cache) Dir() string { return c.dir }
 
@@ -47,7 +82,7 @@ func (c *Cache) Lookup(nixosConf string) (drv string, ok bool) {
 	if c == nil || c.dir == "" || !confPattern.MatchString(nixosConf) {
 		return "", false
 	}
-	b, err := os.ReadFile(filepath.Join(c.dir, nixosConf))
+	b, err := readOwned(filepath.Join(c.dir, nixosConf))
 	if err != nil {
 		return "", false
 	}
@@ -91,6 +126,24 @@ func (c *Cache) Resolve(ctx context.Context, nixosConf string, eval func(context
 	}
 	c.Store(nixosConf, drv)
 	return drv, false, nil
+}
+
+// readOwned reads an entry that the deployer's user owns and nobody else may write (a
+// directory that was safe once may hold an entry planted before it was).
+func readOwned(p string) ([]byte, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if err := owned(fi, "entry"); err != nil || !fi.Mode().IsRegular() || fi.Size() > 4096 {
+		return nil, errors.New("not the deployer's entry")
+	}
+	return io.ReadAll(f)
 }
 
 // isDrvPath: an absolute, clean path of a .drv file, on one line.

@@ -161,3 +161,47 @@ func TestRealStore(t *testing.T) {
 		t.Fatalf("re-evaluation: %q, hit %v, %v", again, hit, err)
 	}
 }
+
+// TestUsable: the cache is used only in a directory of the deployer's user that group
+// and others cannot write, and is off without a directory (SPEC 6.9); an entry of
+// another user in a good directory is not read.
+func TestUsable(t *testing.T) {
+	if err := Usable(""); err == nil || !strings.Contains(err.Error(), "neither XDG_CACHE_HOME nor HOME") {
+		t.Errorf("no directory: %v", err)
+	}
+	fresh := filepath.Join(t.TempDir(), "a", "eval")
+	if err := Usable(fresh); err != nil {
+		t.Errorf("a fresh directory: %v", err)
+	}
+	if fi, err := os.Stat(fresh); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("made %v, %v; want mode 0700", fi, err)
+	}
+	shared := t.TempDir()
+	os.Chmod(shared, 0o775)
+	if err := Usable(shared); err == nil || !strings.Contains(err.Error(), "mode 0775: writable by group or others") {
+		t.Errorf("a group-writable directory: %v", err)
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("unprivileged: no directory of another user can be made")
+	}
+	theirs := t.TempDir()
+	os.Chown(theirs, 65534, 65534)
+	if err := Usable(theirs); err == nil || !strings.Contains(err.Error(), "belongs to uid 65534") {
+		t.Errorf("another user's directory: %v", err)
+	}
+	dir := t.TempDir()
+	conf := strings.Repeat("a", 64)
+	drv := filepath.Join(t.TempDir(), "x.drv")
+	os.WriteFile(drv, nil, 0o644)
+	c := Open(dir, FileExists)
+	if !c.Store(conf, drv) {
+		t.Fatal("store")
+	}
+	if _, ok := c.Lookup(conf); !ok {
+		t.Fatal("lookup of the deployer's entry")
+	}
+	os.Chown(filepath.Join(dir, conf), 65534, 65534)
+	if got, ok := c.Lookup(conf); ok {
+		t.Errorf("an entry of another user was read: %s", got)
+	}
+}
