@@ -54,8 +54,11 @@ type Request struct {
 	ReceiptKey, ReceiptPubKey, ReceiptsAction string
 	TofuArgs                                  []string
 	Offline                                   bool // plan without contacting any node
-	Getenv                                    func(string) string
-	Stdin                                     io.Reader
+	// AllowOlder is apply --allow-older: a signed submission that another superseded
+	// on a group is applied anyway (SPEC 6.9).
+	AllowOlder bool
+	Getenv     func(string) string
+	Stdin      io.Reader
 	// Stdout and Stderr take what is no event: names and schema JSON, and OpenTofu's
 	// own output (run's passthrough; every verb's in text mode).
 	Stdout, Stderr io.Writer
@@ -156,6 +159,10 @@ func Run(ctx context.Context, req Request, rep Reporter) (exit int, err error) {
 	if err != nil {
 		return exitFor(err), err
 	}
+	groups := planGroups(p)
+	if err := checkScope(def.Submissions.Scopes, signer, groups); err != nil {
+		return exitFor(err), err
+	}
 	if err := p.Write(); err != nil {
 		return ExitInfra, fmt.Errorf("writing the node plans: %w", err)
 	}
@@ -178,6 +185,9 @@ func Run(ctx context.Context, req Request, rep Reporter) (exit int, err error) {
 			if err := checkSavedPlan(req.PlanIn, d, p); err != nil {
 				return exitFor(err), err
 			}
+		}
+		if err := recordApplied(p.StateDir, groups, signer, req.AllowOlder); err != nil {
+			return exitFor(err), err
 		}
 		return f.deploy(ctx, false), nil
 	case "verdict":

@@ -200,13 +200,22 @@ func (r *tfRun) run(ctx context.Context) (int, error) {
 		}
 		return ExitInfra, fmt.Errorf("seeding an empty OpenTofu state: %s", oneLine(err))
 	}
+	if code, err := r.submissions(ctx); err != nil {
+		return code, err
+	}
 	if err := r.layout(ctx, subset); err != nil {
 		return ExitInfra, err
 	}
 	if subset {
 		// --group or --node: only these nodes' deployments are planned; the others
 		// in the state are left as they are, not forgotten.
-		for _, a := range subsetAddresses(nodes, tenant, r.ws.Layout()) {
+		addrs := subsetAddresses(nodes, tenant, r.ws.Layout())
+		if r.req.Verb == "apply" || r.req.Verb == "plan" {
+			// The groups' applied submissions change with apply; a subset destroy
+			// keeps them.
+			addrs = append(addrs, tofu.AppliedAddress)
+		}
+		for _, a := range addrs {
 			r.targetAddrs = append(r.targetAddrs, a)
 			r.targets = append(r.targets, tfexec.Target(a))
 		}
@@ -324,13 +333,7 @@ func (r *tfRun) layout(ctx context.Context, subset bool) error {
 	if !subset && !r.rollout.Enabled() {
 		return nil
 	}
-	r.tf.SetStdout(io.Discard)
-	raw, err := r.ws.ReadState(ctx, r.tf)
-	r.streams()
-	if err != nil {
-		return fmt.Errorf("reading the state: %s", oneLine(err))
-	}
-	r.before = raw
+	raw := r.before
 	if subset {
 		own, err := tofu.OwnBlocks(raw)
 		if err != nil || len(own) == 0 {
@@ -358,6 +361,37 @@ func (r *tfRun) layout(ctx context.Context, subset bool) error {
 		return err
 	}
 	return r.tf.SetEnv(r.ws.Env)
+}
+
+// submissions reads the state before the run (r.before) and, from it, the groups'
+// applied submissions (SPEC 6.9), which the configuration keeps: apply refuses a
+// signed submission superseded on one of its groups (unless --allow-older) and makes
+// it the groups' current one; every other verb keeps them as they are.
+func (r *tfRun) submissions(ctx context.Context) (int, error) {
+	r.tf.SetStdout(io.Discard)
+	raw, err := r.ws.ReadState(ctx, r.tf)
+	r.streams()
+	if err != nil {
+		return ExitInfra, fmt.Errorf("reading the state: %s", oneLine(err))
+	}
+	r.before = raw
+	a, err := tofu.Applied(raw)
+	if err != nil {
+		return ExitInfra, err
+	}
+	if r.req.Verb == "apply" {
+		groups := planGroups(r.p)
+		if !r.req.AllowOlder {
+			if err := applied(a).superseded(groups, r.signer); err != nil {
+				return ExitRefused, err
+			}
+		}
+		applied(a).record(groups, r.signer.SubmissionSHA256)
+	}
+	if err := r.ws.SetApplied(a); err != nil {
+		return ExitInfra, err
+	}
+	return ExitOK, nil
 }
 
 // evaluateAll evaluates every node through the eval cache.

@@ -13,7 +13,7 @@ import (
 // configOf decodes a generated main.tf.json.
 func configOf(t *testing.T, nodes []Node, subset bool, l Layout) map[string]any {
 	t.Helper()
-	raw, err := LayoutConfig(nodes, Backend{Kind: "local", Path: "/s/state"}, subset, nil, l)
+	raw, err := LayoutConfig(nodes, Backend{Kind: "local", Path: "/s/state"}, subset, nil, l, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestSharedAndSubsetLayout(t *testing.T) {
 	if !strings.HasPrefix(out, "${merge({for k, d in switchyard_deployment.node : ") {
 		t.Errorf("output %s", out)
 	}
-	if _, err := LayoutConfig(sshNodes("web1"), Backend{}, false, &Tenant{}, Layout{Own: map[string]bool{"web1": true}}); err == nil {
+	if _, err := LayoutConfig(sshNodes("web1"), Backend{}, false, &Tenant{}, Layout{Own: map[string]bool{"web1": true}}, nil); err == nil {
 		t.Error("a tenant's rollout laid out")
 	}
 }

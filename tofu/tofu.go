@@ -103,12 +103,16 @@ func MainConfig(nodes []Node, b Backend, subset bool) ([]byte, error) {
 // TenantConfig is MainConfig with a tenant's resources (tf-incus-operator) when
 // tenant is not nil; its nodes are Incus nodes.
 func TenantConfig(nodes []Node, b Backend, subset bool, tenant *Tenant) ([]byte, error) {
-	return LayoutConfig(nodes, b, subset, tenant, Layout{})
+	return LayoutConfig(nodes, b, subset, tenant, Layout{}, nil)
 }
 
 // LayoutConfig is TenantConfig with the nodes' deployments placed by layout; a
 // tenant's nodes are all in the shared block.
-func LayoutConfig(nodes []Node, b Backend, subset bool, tenant *Tenant, layout Layout) ([]byte, error) {
+//
+// applied, when not nil, is the order submissions were applied to each group (SPEC
+// 6.9), kept in the state as the input of AppliedAddress, so that every operator
+// machine sharing the state refuses a superseded submission alike.
+func LayoutConfig(nodes []Node, b Backend, subset bool, tenant *Tenant, layout Layout, applied map[string][]string) ([]byte, error) {
 	// nixos_conf covers every file of the operator tree (plan.NixosConf), so an edit
 	// for one node changes every node's. A node whose derivation is the one the last
 	// run recorded builds the same system: it keeps its recorded nixos_conf, so
@@ -235,6 +239,9 @@ func LayoutConfig(nodes []Node, b Backend, subset bool, tenant *Tenant, layout L
 		return nil, fmt.Errorf("a tenant's deployments are in one block: no staged rollout")
 	}
 	layout.place(cfg, nodes, subset)
+	if applied != nil {
+		addApplied(cfg, applied)
+	}
 	if !subset {
 		leaving := "setsubtract(keys(try(" + SelfRead + ".outputs.deployments, {})), keys(local.nodes))"
 		cfg["check"] = map[string]any{"nodes_leaving": map[string]any{"assert": []any{map[string]any{
@@ -338,11 +345,12 @@ type Setup struct {
 	Self     string // the switchyard binary, OpenTofu's provider
 	Nodes    []Node
 	Backend  Backend
-	Subset   bool              // the run is -targeted at Nodes, a part of the tree
-	Environ  []string          // the environment OpenTofu's is made from (Env)
-	Extra    map[string]string // added to it
-	Tenant   *Tenant           // tf-incus-operator's resources; nil for the other methods
-	Layout   Layout            // where the nodes' deployments are; the zero Layout: the shared block
+	Subset   bool                // the run is -targeted at Nodes, a part of the tree
+	Environ  []string            // the environment OpenTofu's is made from (Env)
+	Extra    map[string]string   // added to it
+	Tenant   *Tenant             // tf-incus-operator's resources; nil for the other methods
+	Layout   Layout              // where the nodes' deployments are; the zero Layout: the shared block
+	Applied  map[string][]string // the groups' applied submissions (LayoutConfig); nil: not kept
 }
 
 // Prepare writes the working directory: main.tf.json, the CLI configuration and the
@@ -399,7 +407,7 @@ func Prepare(s Setup) (*Workspace, error) {
 // a first init, once the state tells where the nodes are.
 func (w *Workspace) Relayout(l Layout) error {
 	w.setup.Layout = l
-	main, err := LayoutConfig(w.setup.Nodes, w.Backend, w.setup.Subset, w.setup.Tenant, l)
+	main, err := LayoutConfig(w.setup.Nodes, w.Backend, w.setup.Subset, w.setup.Tenant, l, w.setup.Applied)
 	if err != nil {
 		return err
 	}
@@ -412,6 +420,13 @@ func (w *Workspace) Relayout(l Layout) error {
 		w.Env[provider.EnvRollout] = env
 	}
 	return writeFile(filepath.Join(w.Dir, "main.tf.json"), main)
+}
+
+// SetApplied writes main.tf.json again keeping applied as the groups' applied
+// submissions (LayoutConfig).
+func (w *Workspace) SetApplied(applied map[string][]string) error {
+	w.setup.Applied = applied
+	return w.Relayout(w.setup.Layout)
 }
 
 // Layout is where main.tf.json places the nodes' deployments.

@@ -25,7 +25,7 @@ type methodFlags struct {
 	nodes                                                                          multiFlag
 	parallel                                                                       int
 	tofuArgs                                                                       []string // run -- <args>
-	offline                                                                        bool
+	offline, allowOlder                                                            bool
 }
 
 // methodFlagSet declares a verb's flags into f; the usage text prints the same set.
@@ -46,6 +46,7 @@ func methodFlagSet(m method.Method, verb string, f *methodFlags) *flag.FlagSet {
 	}
 	if verb == "apply" {
 		fs.StringVar(&f.planIn, "plan", "", "deploy exactly the plan saved in `FILE`")
+		fs.BoolVar(&f.allowOlder, "allow-older", false, "apply a signed submission that a later one superseded on its groups (a roll back)")
 	}
 	if verb == "apply" || verb == "run" || verb == "receipts" {
 		fs.StringVar(&f.receiptKey, "receipt-key", "", "the deployer's OpenSSH ed25519 private key `FILE` signing the receipts (default: the SWITCHYARD_RECEIPT_KEY variable; none: unsigned)")
@@ -114,7 +115,7 @@ func runMethod(m method.Method, args []string, e env) int {
 	req := methods.Request{Method: m.Name, Verb: verb, Tree: f.tree, Group: f.group, Nodes: f.nodes,
 		StateDir: f.stateDir, Parallel: f.parallel, Rollout: f.rollout, PlanIn: f.planIn, PlanOut: f.planOut, TofuArgs: f.tofuArgs,
 		ReceiptKey: f.receiptKey, ReceiptPubKey: f.receiptPubKey, ReceiptsAction: f.receiptsAction,
-		Offline: f.offline, Getenv: e.getenv, Stdin: e.stdin, Stdout: e.stdout, Stderr: e.stderr, JSON: f.output == "json"}
+		Offline: f.offline, AllowOlder: f.allowOlder, Getenv: e.getenv, Stdin: e.stdin, Stdout: e.stdout, Stderr: e.stderr, JSON: f.output == "json"}
 	var out methods.Reporter = console.NewText(e.stdout, e.stderr)
 	if req.JSON {
 		out = newJSONOutput(e.stdout)
