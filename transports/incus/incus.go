@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/switchyard-nix/switchyard/effects"
 	"github.com/switchyard-nix/switchyard/transports/incus/api"
@@ -38,6 +39,15 @@ type Config struct {
 	// when INCUS_DIR is set, else /var/lib/incus/unix.socket. Only without a
 	// Remote.
 	Socket string
+	// CommandTimeout is the deadline of each command (SPEC 6.9): at it the
+	// command is stopped in the instance and Run fails, so an instance that
+	// never answers cannot stall a run. Default node.DefaultCommandTimeout
+	// (10 min); a caller's earlier deadline wins.
+	CommandTimeout time.Duration
+	// CopyIdle bounds the closure copy instead, whose length grows with the
+	// closure: it fails once no byte has moved to or from the instance for that
+	// long. Default node.DefaultCopyIdle (10 min).
+	CopyIdle time.Duration
 }
 
 // Transport reaches one Incus instance through the daemon's REST API: every

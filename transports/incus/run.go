@@ -69,8 +69,33 @@ var cancelGrace = 2 * time.Second
 // socket not answering, and the instance missing or not running, wrap
 // effects.ErrUnreachable. A cancelled ctx ends the command's process group:
 // SIGTERM, then SIGKILL after cancelGrace, each sent by an exec of its own;
-// then the exec's streams are closed.
+// then the exec's streams are closed. The command is bounded (SPEC 6.9): it is
+// stopped so, and Run fails, at Config.CommandTimeout (an error matching
+// context.DeadlineExceeded) and once its stdout and stderr together pass
+// stream.MaxAnswer (stream.ErrAnswerTooLarge), of which no more is passed on.
 func (t *Transport) Run(ctx context.Context, cmd effects.Command) (int, error) {
+	if len(cmd.Argv) == 0 || cmd.Argv[0] == "" {
+		return -1, errors.New("incus: empty command")
+	}
+	b := node.Bound(ctx, cmd, t.cfg.CommandTimeout)
+	defer b.Release()
+	code, err := t.run(b.Ctx, b.Cmd)
+	if tooLarge := b.Exceeded(); tooLarge != nil && !errors.Is(err, tooLarge) {
+		// The command ended on its own right after its output passed the limit.
+		return -1, fmt.Errorf("%s: %s: %w", t.Target(), cmd.Argv[0], tooLarge)
+	}
+	return code, err
+}
+
+// bulkRunner runs the copy's `nix-store --serve --write` without Run's bounds:
+// node.CopyClosure bounds the copy by its silence instead, and nixserve reads the
+// node's answers within bounds of its own.
+type bulkRunner struct{ t *Transport }
+
+func (b bulkRunner) Run(ctx context.Context, cmd effects.Command) (int, error) { return b.t.run(ctx, cmd) }
+
+// run is Run without its bounds.
+func (t *Transport) run(ctx context.Context, cmd effects.Command) (int, error) {
 	if len(cmd.Argv) == 0 || cmd.Argv[0] == "" {
 		return -1, errors.New("incus: empty command")
 	}
@@ -87,8 +112,8 @@ func (t *Transport) Run(ctx context.Context, cmd effects.Command) (int, error) {
 	if closed {
 		return -1, fmt.Errorf("%s: the transport is closed", t.Target())
 	}
-	if err := ctx.Err(); err != nil {
-		return -1, err
+	if ctx.Err() != nil {
+		return -1, node.Stopped(ctx)
 	}
 	// The writers are closed when Run returns: after a cancel the streams may
 	// still deliver output, which must not reach the caller's writers any more.
@@ -116,10 +141,14 @@ func (t *Transport) Run(ctx context.Context, cmd effects.Command) (int, error) {
 	case <-ctx.Done():
 		stopErr := t.stop(pidLine, done)
 		stopExec()
-		if stopErr != nil {
-			return -1, fmt.Errorf("%s: %s interrupted, and it may still run on the node (%v): %w", t.Target(), cmd.Argv[0], stopErr, ctx.Err())
+		why, how := node.Stopped(ctx), "interrupted"
+		if node.IsBound(why) {
+			how = "stopped"
 		}
-		return -1, fmt.Errorf("%s: %s interrupted: %w", t.Target(), cmd.Argv[0], ctx.Err())
+		if stopErr != nil {
+			return -1, fmt.Errorf("%s: %s %s, and it may still run on the node (%v): %w", t.Target(), cmd.Argv[0], how, stopErr, why)
+		}
+		return -1, fmt.Errorf("%s: %s %s: %w", t.Target(), cmd.Argv[0], how, why)
 	}
 	_ = pidLine.Flush()
 	if err == nil {
@@ -177,7 +206,7 @@ func (t *Transport) classify(ctx context.Context, err error, argv0 string) error
 	switch {
 	case errors.Is(err, api.ErrExecCancelled) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
 		if ctx.Err() != nil {
-			return fmt.Errorf("%s: %s interrupted: %w", target, argv0, ctx.Err())
+			return fmt.Errorf("%s: %s interrupted: %w", target, argv0, node.Stopped(ctx))
 		}
 		return fmt.Errorf("%s: %s: %w", target, argv0, err)
 	case api.IsServerCert(err):

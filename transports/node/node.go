@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/switchyard-nix/switchyard/effects"
 	"github.com/switchyard-nix/switchyard/transports/nixserve"
@@ -170,9 +171,21 @@ func (c *Copies) CopyCounts() (paths, missing, sent int, bytes int64) {
 // this machine's Nix as the local store). The node adds each path as it arrives, so
 // after a cut the next copy sends only what is still missing. wrap, when not nil,
 // wraps what is written to the node (for tests). c records what the copy did.
-func CopyClosure(ctx context.Context, r Runner, c *Copies, paths []string, wrap func(io.Writer) io.Writer) error {
+//
+// r runs the copy's command without the bounds of other commands (its stream is
+// the one a deploy sends, and lasts as long as the closure is large); the copy
+// fails instead once no byte has moved to or from the node for idle
+// (DefaultCopyIdle when not positive), its error a *DeadlineError.
+func CopyClosure(ctx context.Context, r Runner, c *Copies, paths []string, wrap func(io.Writer) io.Writer, idle time.Duration) error {
+	if idle <= 0 {
+		idle = DefaultCopyIdle
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	watch := watchIdle(idle, cancel)
+	defer watch.stop()
 	run := func(ctx context.Context, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
-		return r.Run(ctx, effects.Command{Argv: argv, Stdin: stdin, Stdout: stdout, Stderr: stderr})
+		return r.Run(ctx, effects.Command{Argv: argv, Stdin: watch.reader(stdin), Stdout: watch.writer(stdout), Stderr: stderr})
 	}
 	st, err := nixserve.CopyThrough(ctx, run, paths, wrap)
 	c.last.Set(st)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/switchyard-nix/switchyard/effects"
+	"github.com/switchyard-nix/switchyard/transports/node"
 	"github.com/switchyard-nix/switchyard/transports/stream"
 )
 
@@ -123,7 +124,7 @@ func (t *Transport) Run(ctx context.Context, cmd effects.Command) (int, error) {
 	if cmd.Stderr != nil {
 		stderr = io.MultiWriter(cmd.Stderr, errTail)
 	}
-	code, err := t.call(ctx, HookRemoteExec, cmd.Argv, []string{RemotePathVar + "=" + path}, cmd.Stdin, cmd.Stdout, stderr, errTail)
+	code, err := t.call(ctx, HookRemoteExec, t.commandTimeout, cmd.Argv, []string{RemotePathVar + "=" + path}, cmd.Stdin, cmd.Stdout, stderr, errTail)
 	if err != nil {
 		return -1, err
 	}
@@ -133,11 +134,12 @@ func (t *Transport) Run(ctx context.Context, cmd effects.Command) (int, error) {
 	return code, nil
 }
 
-// step calls a hook that acts on the node; a non-zero status is an error naming
-// the hook with the last line of its stderr, and 255 wraps effects.ErrUnreachable.
-func (t *Transport) step(ctx context.Context, hook string, args ...string) error {
+// step calls a hook that acts on the node, with timeout as its deadline; a
+// non-zero status is an error naming the hook with the last line of its stderr,
+// and 255 wraps effects.ErrUnreachable.
+func (t *Transport) step(ctx context.Context, hook string, timeout time.Duration, args ...string) error {
 	errTail := &stream.Tail{}
-	code, err := t.call(ctx, hook, args, nil, nil, nil, errTail, errTail)
+	code, err := t.call(ctx, hook, timeout, args, nil, nil, nil, errTail, errTail)
 	switch {
 	case err != nil:
 		return err
@@ -149,11 +151,12 @@ func (t *Transport) step(ctx context.Context, hook string, args ...string) error
 	return hookFailed(hook, code, errTail.LastLine())
 }
 
-// output calls a local hook (no arguments) and returns its stdout.
+// output calls a local hook (no arguments) and returns its stdout (at most
+// stream.MaxAnswer of it: the call fails past that).
 func (t *Transport) output(ctx context.Context, hook string) (string, error) {
 	var stdout bytes.Buffer
 	errTail := &stream.Tail{}
-	code, err := t.call(ctx, hook, nil, nil, nil, &stdout, errTail, errTail)
+	code, err := t.call(ctx, hook, localHookTimeout, nil, nil, nil, &stdout, errTail, errTail)
 	if err != nil {
 		return "", err
 	}
@@ -166,13 +169,42 @@ func (t *Transport) output(ctx context.Context, hook string) (string, error) {
 // call runs one hook and returns its exit status. err is set when the hook could
 // not be started, was interrupted, or was never reached (the prologue failed to
 // load); errTail is the tail of the hook's stderr, for the message.
-func (t *Transport) call(ctx context.Context, hook string, args, env []string, stdin io.Reader, stdout, stderr io.Writer, errTail *stream.Tail) (int, error) {
+//
+// The call is bounded (SPEC 6.9): at timeout (positive) the hook is interrupted
+// and the call fails with an error matching context.DeadlineExceeded; and but for
+// copy_closure's, whose output is the copy's, the hook's stdout and stderr
+// together pass at most stream.MaxAnswer on: past it the hook is interrupted and
+// the call fails with stream.ErrAnswerTooLarge.
+func (t *Transport) call(ctx context.Context, hook string, timeout time.Duration, args, env []string, stdin io.Reader, stdout, stderr io.Writer, errTail *stream.Tail) (int, error) {
 	marker, w, err := os.Pipe()
 	if err != nil {
 		return -1, fmt.Errorf("shell transport: %s: %v", hook, err)
 	}
 	defer marker.Close()
+	if timeout <= 0 {
+		timeout = node.DefaultCommandTimeout
+	}
+	ctx, stopT := context.WithTimeoutCause(ctx, timeout, &node.DeadlineError{What: hook + " call", Timeout: timeout})
+	defer stopT()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var limit *stream.Limit
+	if hook != HookCopyClosure {
+		// Nil streams stay nil (/dev/null): a pipe would make a hook's leftover
+		// background process hold its end up for pipeGrace.
+		limit = stream.NewLimit(stream.MaxAnswer, func() { cancel(stream.ErrAnswerTooLarge) })
+		if stdout != nil {
+			stdout = limit.Writer(stdout)
+		}
+		if stderr != nil {
+			stderr = limit.Writer(stderr)
+		}
+	}
 	code, err := t.exec(ctx, hookArgv(t.shell, t.hooks, hook, args), env, stdin, stdout, stderr, w)
+	if limit != nil && limit.Exceeded() && !errors.Is(err, stream.ErrAnswerTooLarge) {
+		// The hook ended on its own right after its output passed the limit.
+		err = fmt.Errorf("stopped: %w", stream.ErrAnswerTooLarge)
+	}
 	if err != nil {
 		return -1, fmt.Errorf("shell transport: %s: %w", hook, err)
 	}
@@ -194,8 +226,8 @@ func (t *Transport) exec(ctx context.Context, argv, env []string, stdin io.Reade
 	if marker != nil {
 		defer marker.Close()
 	}
-	if err := ctx.Err(); err != nil {
-		return -1, err
+	if ctx.Err() != nil {
+		return -1, node.Stopped(ctx)
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(append([]string(nil), t.env...), env...)
@@ -261,7 +293,11 @@ func (t *Transport) exec(ctx context.Context, argv, env []string, stdin io.Reade
 	close(done)
 
 	if interrupted.Load() {
-		return -1, fmt.Errorf("interrupted: %w", ctx.Err())
+		why, how := node.Stopped(ctx), "interrupted"
+		if node.IsBound(why) {
+			how = "stopped"
+		}
+		return -1, fmt.Errorf("%s: %w", how, why)
 	}
 	st := cmd.ProcessState
 	if st == nil {

@@ -68,6 +68,7 @@ import (
 	"time"
 
 	"github.com/switchyard-nix/switchyard/effects"
+	"github.com/switchyard-nix/switchyard/transports/node"
 	"github.com/switchyard-nix/switchyard/transports/stream"
 )
 
@@ -93,11 +94,24 @@ var Hooks = []string{
 // switch_runtime_max_args) and New's check of the prologue.
 var localHookTimeout = 30 * time.Second
 
+// DefaultCopyTimeout is Config.CopyTimeout's default: copy_closure's whole call,
+// since switchyard cannot see its bytes move.
+const DefaultCopyTimeout = 2 * time.Hour
+
 // Config says where the hooks are.
 type Config struct {
 	Hooks string   // the prologue file defining the hooks
 	Shell string   // a bash; default "bash" (found on PATH)
 	Env   []string // extra environment for the hooks, "NAME=value"
+	// CommandTimeout is the deadline of each remote_exec, finalize_bootloader and
+	// revert_bootloader call (SPEC 6.9): at it the hook is interrupted, then
+	// killed, and the call fails. Default node.DefaultCommandTimeout (10 min); a
+	// caller's earlier deadline wins.
+	CommandTimeout time.Duration
+	// CopyTimeout is the deadline of a copy_closure call, whose length grows
+	// with the closure and whose bytes switchyard cannot see. Default
+	// DefaultCopyTimeout (2 h).
+	CopyTimeout time.Duration
 }
 
 // Transport runs the hooks of one prologue file. It holds no connection; it is
@@ -105,6 +119,8 @@ type Config struct {
 type Transport struct {
 	hooks string // absolute path of the prologue
 	shell string
+	// commandTimeout and copyTimeout are Config's, with the defaults applied.
+	commandTimeout, copyTimeout time.Duration
 	env   []string // the hooks' environment, without RemotePathVar
 
 	mu     sync.Mutex
@@ -145,7 +161,14 @@ func New(cfg Config) (*Transport, error) {
 			return nil, fmt.Errorf("shell transport: environment entry %d of %d is not NAME=value", i+1, len(cfg.Env))
 		}
 	}
-	t := &Transport{hooks: abs, shell: cfg.Shell, env: hookEnv(os.Environ(), cfg.Env)}
+	if cfg.CommandTimeout <= 0 {
+		cfg.CommandTimeout = node.DefaultCommandTimeout
+	}
+	if cfg.CopyTimeout <= 0 {
+		cfg.CopyTimeout = DefaultCopyTimeout
+	}
+	t := &Transport{hooks: abs, shell: cfg.Shell, env: hookEnv(os.Environ(), cfg.Env),
+		commandTimeout: cfg.CommandTimeout, copyTimeout: cfg.CopyTimeout}
 	ctx, cancel := context.WithTimeout(context.Background(), localHookTimeout)
 	defer cancel()
 	if err := t.check(ctx); err != nil {
@@ -158,7 +181,8 @@ func New(cfg Config) (*Transport, error) {
 func (t *Transport) check(ctx context.Context) error {
 	var stdout bytes.Buffer
 	stderr := &stream.Tail{}
-	code, err := t.exec(ctx, checkArgv(t.shell, t.hooks, Hooks), nil, nil, &stdout, stderr, nil)
+	limit := stream.NewLimit(stream.MaxAnswer, nil)
+	code, err := t.exec(ctx, checkArgv(t.shell, t.hooks, Hooks), nil, nil, limit.Writer(&stdout), stderr, nil)
 	if err != nil {
 		return fmt.Errorf("shell transport: checking hooks file %s: %w", t.hooks, err)
 	}
@@ -238,7 +262,7 @@ func (t *Transport) CopyClosure(ctx context.Context, paths []string) error {
 			return fmt.Errorf("shell transport: copy_closure: %q is not a store path", p)
 		}
 	}
-	return t.step(ctx, HookCopyClosure, paths...)
+	return t.step(ctx, HookCopyClosure, t.copyTimeout, paths...)
 }
 
 // FinalizeBootloader calls finalize_bootloader with the toplevel.
@@ -249,7 +273,7 @@ func (t *Transport) FinalizeBootloader(ctx context.Context, toplevel string) err
 	if err := t.checkFence(ctx, HookFinalizeBootloader); err != nil {
 		return err
 	}
-	return t.step(ctx, HookFinalizeBootloader, toplevel)
+	return t.step(ctx, HookFinalizeBootloader, t.commandTimeout, toplevel)
 }
 
 // RevertBootloader calls revert_bootloader.
@@ -257,7 +281,7 @@ func (t *Transport) RevertBootloader(ctx context.Context) error {
 	if err := t.checkFence(ctx, HookRevertBootloader); err != nil {
 		return err
 	}
-	return t.step(ctx, HookRevertBootloader)
+	return t.step(ctx, HookRevertBootloader, t.commandTimeout)
 }
 
 // checkFence asks the node, before a bootloader hook, whether the deploy lock of

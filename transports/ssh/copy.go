@@ -22,11 +22,13 @@ func (t *Transport) CopyClosure(ctx context.Context, paths []string) error {
 	if hook, ok := copyHooks.Load(t); ok {
 		wrap = hook.(func(io.Writer) io.Writer)
 	}
-	return node.CopyClosure(ctx, bulkRunner{t}, &t.Copies, paths, wrap)
+	return node.CopyClosure(ctx, bulkRunner{t}, &t.Copies, paths, wrap, t.cfg.CopyIdle)
 }
 
 // bulkRunner runs the copy's `nix-store --serve --write` with a wide stdin pipe
-// (wideStdin): the closure's NARs are the one bulk stream a deploy sends.
+// (wideStdin): the closure's NARs are the one bulk stream a deploy sends. It is
+// not bounded as Run's commands are: node.CopyClosure bounds the copy by its
+// silence instead, and nixserve reads the node's answers within bounds of its own.
 type bulkRunner struct{ t *Transport }
 
 func (b bulkRunner) Run(ctx context.Context, cmd effects.Command) (int, error) {

@@ -25,13 +25,24 @@ var cancelGrace = 2 * time.Second
 // the command's process group on the node: SIGTERM, then SIGKILL after
 // cancelGrace, each sent by a kill in a new session on the same connection (sshd
 // refuses signal requests in a root login's session, and a command without a
-// terminal outlives its closed session).
+// terminal outlives its closed session). The command is bounded (SPEC 6.9): it is
+// stopped so, and Run fails, at Config.CommandTimeout (an error matching
+// context.DeadlineExceeded) and once its stdout and stderr together pass
+// stream.MaxAnswer (stream.ErrAnswerTooLarge), of which no more is passed on.
 func (t *Transport) Run(ctx context.Context, cmd effects.Command) (int, error) {
-	return t.run(ctx, cmd, false)
+	b := node.Bound(ctx, cmd, t.cfg.CommandTimeout)
+	defer b.Release()
+	code, err := t.run(b.Ctx, b.Cmd, false)
+	if tooLarge := b.Exceeded(); tooLarge != nil && !errors.Is(err, tooLarge) {
+		// The command ended on its own right after its output passed the limit.
+		return -1, fmt.Errorf("ssh %s: %s: %w", t.addr, cmd.Argv[0], tooLarge)
+	}
+	return code, err
 }
 
-// run is Run; with wide the command's standard input is first made a wide pipe
-// (wideStdin), for a command that reads a bulk stream (the copy).
+// run is Run without its bounds; with wide the command's standard input is first
+// made a wide pipe (wideStdin), for a command that reads a bulk stream (the copy,
+// which node.CopyClosure bounds instead).
 func (t *Transport) run(ctx context.Context, cmd effects.Command, wide bool) (int, error) {
 	// Under a deploy lock's fence the node runs the command only if the lock is
 	// still this deployer's, checked in the same command.
@@ -39,8 +50,8 @@ func (t *Transport) run(ctx context.Context, cmd effects.Command, wide bool) (in
 	if err := checkArgv0(cmd.Argv, t.cfg.User != "root"); err != nil {
 		return -1, err
 	}
-	if err := ctx.Err(); err != nil {
-		return -1, err
+	if ctx.Err() != nil {
+		return -1, node.Stopped(ctx)
 	}
 	line := commandLine(cmd.Argv, cmd.Path, t.cfg.User != "root", wide)
 
@@ -60,7 +71,7 @@ func (t *Transport) run(ctx context.Context, cmd effects.Command, wide bool) (in
 	switch {
 	case err == nil:
 	case ctx.Err() != nil:
-		return -1, fmt.Errorf("ssh %s: open session: %w", t.addr, ctx.Err())
+		return -1, fmt.Errorf("ssh %s: open session: %w", t.addr, node.Stopped(ctx))
 	case isOpenRefused(err):
 		// The connection is alive; sshd refused one more session (MaxSessions).
 		return -1, fmt.Errorf("ssh %s: the node refused a new session: %w", t.addr, err)
@@ -101,10 +112,14 @@ func (t *Transport) run(ctx context.Context, cmd effects.Command, wide bool) (in
 	case err = <-waited:
 	case <-ctx.Done():
 		stopErr := t.stop(c, sess, pidLine, waited)
-		if stopErr != nil {
-			return -1, fmt.Errorf("ssh %s: %s interrupted, and it may still run on the node (%v): %w", t.addr, cmd.Argv[0], stopErr, ctx.Err())
+		why, how := node.Stopped(ctx), "interrupted"
+		if node.IsBound(why) {
+			how = "stopped"
 		}
-		return -1, fmt.Errorf("ssh %s: %s interrupted: %w", t.addr, cmd.Argv[0], ctx.Err())
+		if stopErr != nil {
+			return -1, fmt.Errorf("ssh %s: %s %s, and it may still run on the node (%v): %w", t.addr, cmd.Argv[0], how, stopErr, why)
+		}
+		return -1, fmt.Errorf("ssh %s: %s %s: %w", t.addr, cmd.Argv[0], how, why)
 	}
 	_ = pidLine.Flush()
 

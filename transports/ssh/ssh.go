@@ -65,6 +65,15 @@ type Config struct {
 	// Keepalive is the interval of keepalive@openssh.com requests that detect a
 	// dead connection; default 15 s.
 	Keepalive time.Duration
+	// CommandTimeout is the deadline of each command after connect (SPEC 6.9):
+	// at it the command is stopped on the node and Run fails, so a node that
+	// never answers cannot stall a run. Default node.DefaultCommandTimeout
+	// (10 min); a caller's earlier deadline wins.
+	CommandTimeout time.Duration
+	// CopyIdle bounds the closure copy instead, whose length grows with the
+	// closure: it fails once no byte has moved to or from the node for that
+	// long. Default node.DefaultCopyIdle (10 min).
+	CopyIdle time.Duration
 }
 
 // Transport reaches one node over SSH. It connects on the first Run and keeps one
