@@ -92,7 +92,9 @@ func (t *Transport) Run(ctx context.Context, cmd effects.Command) (int, error) {
 // node's answers within bounds of its own.
 type bulkRunner struct{ t *Transport }
 
-func (b bulkRunner) Run(ctx context.Context, cmd effects.Command) (int, error) { return b.t.run(ctx, cmd) }
+func (b bulkRunner) Run(ctx context.Context, cmd effects.Command) (int, error) {
+	return b.t.run(ctx, cmd)
+}
 
 // run is Run without its bounds.
 func (t *Transport) run(ctx context.Context, cmd effects.Command) (int, error) {

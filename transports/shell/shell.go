@@ -121,7 +121,7 @@ type Transport struct {
 	shell string
 	// commandTimeout and copyTimeout are Config's, with the defaults applied.
 	commandTimeout, copyTimeout time.Duration
-	env   []string // the hooks' environment, without RemotePathVar
+	env                         []string // the hooks' environment, without RemotePathVar
 
 	mu     sync.Mutex
 	target string // cached output of target
