@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/miekg/dns"
+
+	"github.com/switchyard-nix/switchyard/redact"
 )
 
 // Key is a TSIG key. Its secret never leaves the package: every way of printing
@@ -40,12 +42,12 @@ func NewKey(name, algorithm, secret string) (Key, error) {
 		return Key{}, errors.New("TSIG key without a name")
 	}
 	if _, ok := dns.IsDomainName(name); !ok {
-		return Key{}, fmt.Errorf("TSIG key name %q is not a domain name", name)
+		return Key{}, errors.New("TSIG key name is not a domain name")
 	}
 	a := strings.TrimSuffix(strings.ToLower(algorithm), ".")
 	alg, ok := algorithms[a]
 	if !ok {
-		return Key{}, fmt.Errorf("TSIG key %s: algorithm %q not supported (only %s)", name, algorithm, strings.Join(Algorithms(), ", "))
+		return Key{}, fmt.Errorf("TSIG key %s: algorithm not supported (only %s)", name, strings.Join(Algorithms(), ", "))
 	}
 	raw, err := base64.StdEncoding.DecodeString(secret)
 	if err != nil || len(raw) == 0 {
@@ -78,7 +80,9 @@ func (k Key) Valid() bool { return k.Name != "" && k.Algorithm != "" && k.secret
 //	key "name" { algorithm hmac-sha256; secret "base64"; };
 //
 // Comments (#, //, /* */) are allowed; the file holds exactly one key. Errors
-// name neither the file's path nor the secret.
+// name the line, never the file's path or any of its content (SPEC 6.9: the file is
+// a credential). The secret read is added to redact.Default, so that no output
+// relayed through it shows the secret.
 func ReadKeyFile(path string) (Key, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -92,10 +96,15 @@ func ReadKeyFile(path string) (Key, error) {
 	if err != nil {
 		return Key{}, fmt.Errorf("TSIG key file: %w", err)
 	}
+	redact.Default.Add(k.secret)
 	return k, nil
 }
 
-// parseKeyFile parses the key-file text.
+// keyFormat is the key-file format, as errors describe it.
+const keyFormat = `key "name" { algorithm hmac-sha256; secret "base64"; };`
+
+// parseKeyFile parses the key-file text. Its errors name a line and what the format
+// wants there, never a word of the text.
 func parseKeyFile(text string) (Key, error) {
 	toks, err := tokenize(text)
 	if err != nil {
@@ -104,17 +113,24 @@ func parseKeyFile(text string) (Key, error) {
 	var keys []Key
 	p := &tokens{toks: toks}
 	for !p.done() {
-		if t := p.next(); t.text != "key" || t.quoted {
-			return Key{}, fmt.Errorf("line %d: expected \"key\", found %s", t.line, t.show())
+		keyTok := p.next()
+		if keyTok.text != "key" || keyTok.quoted {
+			return Key{}, fmt.Errorf("line %d: expected \"key\" (the file holds one key: %s)", keyTok.line, keyFormat)
+		}
+		if len(keys) > 0 {
+			return Key{}, fmt.Errorf("line %d: a second key: the file holds one", keyTok.line)
 		}
 		nameTok := p.next()
 		if nameTok.eof || nameTok.text == "" || (!nameTok.quoted && strings.ContainsAny(nameTok.text, "{};")) {
 			return Key{}, fmt.Errorf("line %d: key without a name", nameTok.line)
 		}
+		if _, ok := dns.IsDomainName(nameTok.text); !ok {
+			return Key{}, fmt.Errorf("line %d: the key's name is not a domain name", nameTok.line)
+		}
 		if err := p.expect("{"); err != nil {
 			return Key{}, err
 		}
-		var alg, secret string
+		var alg, secret token
 		var haveAlg, haveSecret bool
 		for {
 			t := p.next()
@@ -122,19 +138,24 @@ func parseKeyFile(text string) (Key, error) {
 				break
 			}
 			if t.eof {
-				return Key{}, fmt.Errorf("key %s: missing \"}\"", nameTok.text)
+				return Key{}, fmt.Errorf("line %d: the key has no closing \"}\"", t.line)
 			}
 			v := p.next()
 			if v.eof || (!v.quoted && (v.text == ";" || v.text == "}")) {
-				return Key{}, fmt.Errorf("line %d: %s without a value", t.line, t.show())
+				return Key{}, fmt.Errorf("line %d: a statement without a value", t.line)
 			}
-			switch t.text {
-			case "algorithm":
-				alg, haveAlg = v.text, true
-			case "secret":
-				secret, haveSecret = v.text, true
+			switch {
+			case t.quoted:
+				return Key{}, fmt.Errorf("line %d: expected algorithm or secret, found a quoted string", t.line)
+			case t.text == "algorithm":
+				alg, haveAlg = v, true
+			case t.text == "secret":
+				if !v.quoted {
+					return Key{}, fmt.Errorf("line %d: the secret is not quoted", v.line)
+				}
+				secret, haveSecret = v, true
 			default:
-				return Key{}, fmt.Errorf("line %d: unknown key statement %s", t.line, t.show())
+				return Key{}, fmt.Errorf("line %d: a statement other than algorithm and secret", t.line)
 			}
 			if err := p.expect(";"); err != nil {
 				return Key{}, err
@@ -144,24 +165,25 @@ func parseKeyFile(text string) (Key, error) {
 			return Key{}, err
 		}
 		if !haveAlg {
-			return Key{}, fmt.Errorf("key %s: no algorithm", nameTok.text)
+			return Key{}, fmt.Errorf("line %d: the key has no algorithm", keyTok.line)
 		}
 		if !haveSecret {
-			return Key{}, fmt.Errorf("key %s: no secret", nameTok.text)
+			return Key{}, fmt.Errorf("line %d: the key has no secret", keyTok.line)
 		}
-		k, err := NewKey(nameTok.text, alg, secret)
+		if _, ok := algorithms[strings.TrimSuffix(strings.ToLower(alg.text), ".")]; !ok {
+			return Key{}, fmt.Errorf("line %d: algorithm not supported (only %s)", alg.line, strings.Join(Algorithms(), ", "))
+		}
+		k, err := NewKey(nameTok.text, alg.text, secret.text)
 		if err != nil {
-			return Key{}, err
+			// Only the secret is left to be wrong; NewKey's error names the key.
+			return Key{}, fmt.Errorf("line %d: the secret is not valid base64", secret.line)
 		}
 		keys = append(keys, k)
 	}
-	switch len(keys) {
-	case 0:
-		return Key{}, errors.New("no key")
-	case 1:
-		return keys[0], nil
+	if len(keys) == 0 {
+		return Key{}, fmt.Errorf("line %d: no key (the file holds one: %s)", max(1, p.lastLine()), keyFormat)
 	}
-	return Key{}, fmt.Errorf("%d keys, want one", len(keys))
+	return keys[0], nil
 }
 
 type token struct {
@@ -171,16 +193,18 @@ type token struct {
 	line   int
 }
 
-// show names a token in an error; quoted strings may be the secret, so they are
-// never shown.
+// show names a token in an error by its kind: a credential's words are never
+// shown.
 func (t token) show() string {
 	switch {
 	case t.eof:
 		return "the end of the file"
 	case t.quoted:
 		return "a quoted string"
+	case t.text == "{" || t.text == "}" || t.text == ";":
+		return fmt.Sprintf("%q", t.text)
 	}
-	return fmt.Sprintf("%q", t.text)
+	return "a word"
 }
 
 type tokens struct {
@@ -189,6 +213,14 @@ type tokens struct {
 }
 
 func (p *tokens) done() bool { return p.i >= len(p.toks) }
+
+// lastLine is the line of the last token, 0 when there is none.
+func (p *tokens) lastLine() int {
+	if len(p.toks) == 0 {
+		return 0
+	}
+	return p.toks[len(p.toks)-1].line
+}
 
 func (p *tokens) next() token {
 	if p.done() {

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/miekg/dns"
+
+	"github.com/switchyard-nix/switchyard/redact"
 )
 
 // Key files of every HMAC-SHA algorithm, in the format tsig-keygen writes, with
@@ -41,13 +43,13 @@ func TestReadKeyFile(t *testing.T) {
 		}
 	}
 	bad := []struct{ name, text, want string }{
-		{"md5", `key "k" { algorithm hmac-md5; secret "` + secret + `"; };`, `algorithm "hmac-md5" not supported`},
-		{"gss", `key "k" { algorithm gss-tsig; secret "` + secret + `"; };`, `algorithm "gss-tsig" not supported`},
-		{"no secret", `key "k" { algorithm hmac-sha256; };`, "no secret"},
-		{"no algorithm", `key "k" { secret "` + secret + `"; };`, "no algorithm"},
+		{"md5", `key "k" { algorithm hmac-md5; secret "` + secret + `"; };`, "line 1: algorithm not supported"},
+		{"gss", `key "k" { algorithm gss-tsig; secret "` + secret + `"; };`, "line 1: algorithm not supported"},
+		{"no secret", `key "k" { algorithm hmac-sha256; };`, "line 1: the key has no secret"},
+		{"no algorithm", `key "k" { secret "` + secret + `"; };`, "line 1: the key has no algorithm"},
 		{"bad base64", `key "k" { algorithm hmac-sha256; secret "` + secret + `!!"; };`, "not valid base64"},
-		{"two keys", `key "a" { algorithm hmac-sha256; secret "` + secret + `"; }; key "b" { algorithm hmac-sha256; secret "` + secret + `"; };`, "2 keys"},
-		{"empty", "# nothing\n", "no key"},
+		{"two keys", `key "a" { algorithm hmac-sha256; secret "` + secret + `"; }; key "b" { algorithm hmac-sha256; secret "` + secret + `"; };`, "line 1: a second key"},
+		{"empty", "# nothing\n", "line 1: no key"},
 		{"unterminated", `key "k" { algorithm hmac-sha256; secret "` + secret, "unterminated"},
 		{"garbage", `options { };`, `expected "key"`},
 	}
@@ -71,5 +73,55 @@ func TestReadKeyFile(t *testing.T) {
 	_, err := ReadKeyFile(filepath.Join(dir, "secret-path-missing"))
 	if err == nil || strings.Contains(err.Error(), "secret-path") || !strings.Contains(err.Error(), "no such file") {
 		t.Errorf("missing file: %v", err)
+	}
+}
+
+// SPEC 6.9: an error names the line, never a word of the file.
+func TestKeyFileErrorsHoldNoContent(t *testing.T) {
+	const m = "MARKERxyz"
+	for _, c := range []struct {
+		text string
+		line int
+	}{
+		{"root:*:" + m + ":0:99999:7:::\n", 1},
+		{"\n" + m + "==\n", 2},
+		{"key \"k\" {\n\talgorithm hmac-sha256;\n\tsecret " + m + ";\n};\n", 3},
+		{"key \"k\" {\n\talgorithm " + m + ";\n\tsecret \"c2VjcmV0\";\n};\n", 2},
+		{"key \"k\" {\n\t" + m + " \"x\";\n};\n", 2},
+		{"key \"k\" {\n\t\"" + m + "\" \"x\";\n};\n", 2},
+		{"key \"k\" {\n\t" + m + ";\n};\n", 2},
+		{"key \"" + m + "\" {\n\talgorithm hmac-sha256;\n\tsecret \"c2VjcmV0\";\n", 3},
+		{"key \"" + m + "\" {\n\talgorithm hmac-sha256;\n};\n", 1},
+		{"key \"" + m + "..x\" {\n\talgorithm hmac-sha256;\n\tsecret \"c2VjcmV0\";\n};\n", 1},
+		{"key \"k\" {\n algorithm hmac-sha256;\n secret \"" + m + "!\";\n};\n", 3},
+		{"key \"k\" " + m + " {};\n", 1},
+		{"key \"k\" { algorithm hmac-sha256; secret \"c2VjcmV0\"; } " + m + "\n", 1},
+		{"key \"a\" { algorithm hmac-sha256; secret \"c2VjcmV0\"; };\nkey \"" + m + "\" { algorithm hmac-sha256; secret \"c2VjcmV0\"; };\n", 2},
+	} {
+		_, err := parseKeyFile(c.text)
+		if err == nil {
+			t.Errorf("%q: no error", c.text)
+			continue
+		}
+		if strings.Contains(err.Error(), "MARKER") || strings.Contains(err.Error(), "root") || strings.Contains(err.Error(), "c2VjcmV0") {
+			t.Errorf("%q: the error shows the file's content: %v", c.text, err)
+		}
+		if want := fmt.Sprintf("line %d:", c.line); !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("%q: error %q, want it to start with %q", c.text, err, want)
+		}
+	}
+}
+
+func TestReadKeyFileAddsTheSecretToRedact(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "k")
+	secret := "c2VjcmV0LXJlZGFjdGVkLWtleQ=="
+	if err := os.WriteFile(p, []byte(`key "k" { algorithm hmac-sha256; secret "`+secret+`"; };`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadKeyFile(p); err != nil {
+		t.Fatal(err)
+	}
+	if got := redact.Default.String("nsupdate said " + secret); strings.Contains(got, secret) {
+		t.Errorf("not redacted: %q", got)
 	}
 }
