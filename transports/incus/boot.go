@@ -83,7 +83,9 @@ func (t *Transport) isVM(ctx context.Context) (bool, error) {
 	kind := t.kind
 	t.mu.Unlock()
 	if kind == "" {
-		inst, err := t.c.Instance(ctx, t.cfg.Project, t.cfg.Instance)
+		rctx, cancel := context.WithTimeout(ctx, node.ReadTimeout)
+		inst, err := t.c.Instance(rctx, t.cfg.Project, t.cfg.Instance)
+		cancel()
 		if err != nil {
 			return false, t.classify(ctx, err, "reading the instance's type")
 		}
@@ -131,7 +133,9 @@ func finalizeBoot(ctx context.Context, r runner, vm bool, toplevel string) error
 // revertBoot is RevertBootloader for an instance known to be a VM or a container.
 func revertBoot(ctx context.Context, r runner, vm bool) error {
 	var out strings.Builder
-	code, err := r.Run(ctx, effects.Command{Argv: []string{"readlink", "-e", "/run/current-system"}, Stdout: &out})
+	rctx, cancel := context.WithTimeout(ctx, node.ReadTimeout)
+	defer cancel()
+	code, err := r.Run(rctx, effects.Command{Argv: []string{"readlink", "-e", "/run/current-system"}, Stdout: &out})
 	if err != nil {
 		return fmt.Errorf("revert bootloader: read /run/current-system: %w", err)
 	}
@@ -157,7 +161,9 @@ func revertBoot(ctx context.Context, r runner, vm bool) error {
 func initOf(ctx context.Context, r runner, toplevel string) (string, error) {
 	for _, name := range []string{"prepare-root", "init"} {
 		p := toplevel + "/" + name
-		code, err := r.Run(ctx, effects.Command{Argv: []string{"test", "-e", p}})
+		rctx, cancel := context.WithTimeout(ctx, node.ReadTimeout)
+		code, err := r.Run(rctx, effects.Command{Argv: []string{"test", "-e", p}})
+		cancel()
 		if err != nil {
 			return "", fmt.Errorf("look for %s: %w", p, err)
 		}

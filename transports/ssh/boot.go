@@ -23,7 +23,9 @@ func (t *Transport) FinalizeBootloader(ctx context.Context, toplevel string) err
 // that generation's own switch-to-configuration boot.
 func (t *Transport) RevertBootloader(ctx context.Context) error {
 	var out, errOut strings.Builder
-	code, err := t.Run(ctx, effects.Command{Argv: []string{"readlink", "-e", "/run/current-system"}, Stdout: &out, Stderr: &errOut})
+	rctx, cancel := context.WithTimeout(ctx, node.ReadTimeout)
+	defer cancel()
+	code, err := t.Run(rctx, effects.Command{Argv: []string{"readlink", "-e", "/run/current-system"}, Stdout: &out, Stderr: &errOut})
 	if err != nil {
 		return fmt.Errorf("revert bootloader: read /run/current-system: %w", err)
 	}

@@ -1,7 +1,6 @@
 package ssh
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -88,7 +87,8 @@ func (t *Transport) checkSudo(ctx context.Context, c *gossh.Client) error {
 		return node.Unreachable(err, "ssh %s: open session", t.addr)
 	}
 	defer sess.Close()
-	var stderr bytes.Buffer
+	// Only its end is kept: what a node answers is bounded (SPEC 6.9).
+	var stderr stream.Tail
 	sess.Stderr = stream.NewGate(&stderr)
 	done := make(chan error, 1)
 	go func() { done <- sess.Run("exec sudo -n true") }()
