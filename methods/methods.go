@@ -163,6 +163,9 @@ func Run(ctx context.Context, req Request, rep Reporter) (exit int, err error) {
 	if err := checkScope(def.Submissions.Scopes, signer, groups); err != nil {
 		return exitFor(err), err
 	}
+	if err := checkDomain(def, d, groups); err != nil {
+		return exitFor(err), err
+	}
 	if err := p.Write(); err != nil {
 		return ExitInfra, fmt.Errorf("writing the node plans: %w", err)
 	}
