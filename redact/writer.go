@@ -15,8 +15,9 @@ const maxHeld = 64 << 10
 // fragment spans); while the Set is empty it holds nothing. It is safe for
 // concurrent use.
 type Writer struct {
-	set *Set
-	w   io.Writer
+	set  *Set
+	w    io.Writer
+	json bool
 
 	mu   sync.Mutex
 	held []byte
@@ -24,6 +25,11 @@ type Writer struct {
 
 // NewWriter is a Writer of w redacting s's fragments.
 func (s *Set) NewWriter(w io.Writer) *Writer { return &Writer{set: s, w: w} }
+
+// NewJSONWriter is a Writer of a stream of JSON lines (OpenTofu's -json, events)
+// redacting s's fragments inside their strings (Set.JSON), so that each line stays
+// the same JSON.
+func (s *Set) NewJSONWriter(w io.Writer) *Writer { return &Writer{set: s, w: w, json: true} }
 
 // Write redacts and writes p's complete lines; it reports len(p) written unless
 // the underlying writer fails.
@@ -68,6 +74,10 @@ func (w *Writer) Flush() error {
 func (w *Writer) Close() error { return w.Flush() }
 
 func (w *Writer) emit(b []byte) error {
+	if w.json {
+		_, err := w.w.Write(w.set.JSON(bytes.Clone(b)))
+		return err
+	}
 	_, err := io.WriteString(w.w, w.set.String(string(b)))
 	return err
 }

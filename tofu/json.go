@@ -8,6 +8,8 @@ import (
 
 	"github.com/hashicorp/terraform-exec/tfexec"
 	tfjson "github.com/hashicorp/terraform-json"
+
+	"github.com/switchyard-nix/switchyard/redact"
 )
 
 // InitOptions are init's: -upgrade so a rebuilt switchyard binary's hash is taken
@@ -66,6 +68,8 @@ func LogLine(line []byte) (l Line, ok bool) {
 	if d := strings.TrimSpace(j.Diagnostic.Detail); d != "" {
 		j.Message += " (" + strings.Join(strings.Fields(d), " ") + ")"
 	}
+	// A diagnostic may quote a credential (SPEC 6.9).
+	j.Message = redact.Default.String(j.Message)
 	if l.Node != "" {
 		l.Msg = l.Node + ": tofu: " + j.Message
 	} else {

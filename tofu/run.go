@@ -8,12 +8,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-version"
+
+	"github.com/switchyard-nix/switchyard/redact"
 )
 
 // ApplyArgs is the argv (after the binary) of the apply switchyard runs itself:
@@ -57,16 +60,25 @@ func (w *Workspace) Run(ctx context.Context, args []string, stdout, stderr io.Wr
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	cmd.WaitDelay = interruptGrace
 	tail := &tailBuffer{max: 8 << 10}
-	cmd.Stdout = orDiscard(stdout)
-	cmd.Stderr = io.MultiWriter(orDiscard(stderr), tail)
+	// What OpenTofu prints may quote a credential (a backend's error, a provider's
+	// diagnostic): it reaches the writers, and the error, redacted (SPEC 6.9).
+	out := redact.Default.NewWriter(orDiscard(stdout))
+	if slices.Contains(args, "-json") {
+		out = redact.Default.NewJSONWriter(orDiscard(stdout))
+	}
+	errw := redact.Default.NewWriter(orDiscard(stderr))
+	cmd.Stdout = out
+	cmd.Stderr = io.MultiWriter(errw, tail)
 	err := cmd.Run()
+	out.Flush()
+	errw.Flush()
 	if err == nil {
 		return nil
 	}
 	if ctx.Err() != nil {
 		return fmt.Errorf("tofu %s: %w", args[0], ctx.Err())
 	}
-	return fmt.Errorf("tofu %s: %w: %s", args[0], err, strings.TrimSpace(tail.String()))
+	return fmt.Errorf("tofu %s: %w: %s", args[0], err, redact.Default.String(strings.TrimSpace(tail.String())))
 }
 
 func orDiscard(w io.Writer) io.Writer {

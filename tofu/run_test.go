@@ -3,6 +3,7 @@ package tofu
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-version"
+
+	"github.com/switchyard-nix/switchyard/redact"
 )
 
 func TestApplyArgs(t *testing.T) {
@@ -91,5 +94,26 @@ func TestCachedVersion(t *testing.T) {
 	os.Chtimes(w.Bin, time.Now(), time.Now().Add(time.Hour))
 	if v := w.CachedVersion(); v != nil {
 		t.Errorf("a rebuilt binary kept the version %v", v)
+	}
+}
+
+// SPEC 6.9: what OpenTofu prints reaches the writers, the error and the events with
+// the credentials redact.Default holds redacted.
+func TestRunRedactsCredentials(t *testing.T) {
+	redact.Default.Add(`MARKER-run-secret"q`)
+	w := &Workspace{Dir: t.TempDir(), Env: map[string]string{}}
+	w.Bin = script(t, `printf '%s\n' '{"@level":"error","@message":"Error: MARKER-run-secret\"q","type":"diagnostic"}'; printf 'saw MARKER-run-secret"q' >&2; exit 1`)
+	var out, errOut strings.Builder
+	err := w.Run(context.Background(), []string{"apply", "-json"}, &out, &errOut)
+	for name, s := range map[string]string{"stdout": out.String(), "stderr": errOut.String(), "error": fmt.Sprint(err)} {
+		if strings.Contains(s, "MARKER") || !strings.Contains(s, redact.Mark) {
+			t.Errorf("%s: %q", name, s)
+		}
+	}
+	if l, ok := LogLine([]byte(strings.TrimSpace(out.String()))); !ok || l.Msg != "tofu: Error: "+redact.Mark {
+		t.Errorf("the redacted line is not the same event: %+v %v", l, ok)
+	}
+	if l, _ := LogLine([]byte(`{"@level":"error","@message":"Error: MARKER-run-secret\"q","type":"diagnostic"}`)); strings.Contains(l.Msg, "MARKER") {
+		t.Errorf("LogLine: %q", l.Msg)
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/hashicorp/terraform-exec/tfexec"
 
 	"github.com/switchyard-nix/switchyard/provider"
+	"github.com/switchyard-nix/switchyard/redact"
 )
 
 // ResourceType and ResourceName address the deployments: switchyard_deployment.node["<node>"].
@@ -357,7 +358,19 @@ type Setup struct {
 // mirror's link to Self. Unless the directory was initialised for the same binaries,
 // backend and CLI configuration (Initialized), the lock file is removed so init
 // records the current binary's hash.
+//
+// The pg backend's connection string (PG_CONN_STR in Extra) is checked first
+// (CheckConnString): one OpenTofu's backend init would refuse quoting a part of it
+// is refused here, naming pgConnStringFile and the line. It and the key files
+// handed to the provider (SSH, Incus client, receipt) go to redact.Default, which
+// what OpenTofu prints passes through (Run, LogLine).
 func Prepare(s Setup) (*Workspace, error) {
+	if s.Backend.Kind == "pg" {
+		if err := CheckConnString(s.Extra["PG_CONN_STR"]); err != nil {
+			return nil, err
+		}
+	}
+	redact.Default.AddFile(s.Extra[provider.EnvSSHKeyFile], s.Extra[provider.EnvIncusClientKeyFile], s.Extra[provider.EnvReceiptKey])
 	dir := filepath.Join(s.StateDir, "tofu")
 	plugins := filepath.Join(dir, "plugins")
 	link := PluginPath(plugins)
