@@ -3,7 +3,6 @@ package provider
 import (
 	"context"
 	"fmt"
-	"os"
 	"path"
 	"slices"
 	"time"
@@ -19,7 +18,6 @@ import (
 
 	"github.com/switchyard-nix/switchyard/spire"
 	"github.com/switchyard-nix/switchyard/transports/incus/api"
-	"github.com/switchyard-nix/switchyard/transports/incus/clientconf"
 )
 
 // JoinTokenPath is where a node's SPIRE agent finds its join token (SPEC 7.1).
@@ -76,14 +74,14 @@ type spireAgent struct {
 	err error // the Incus remote could not be opened
 }
 
-// newSpireAgent reaches the Incus daemon of $SWITCHYARD_INCUS_REMOTE, as the
-// instance resource does.
+// newSpireAgent reaches the Incus daemon of $SWITCHYARD_INCUS_REMOTE with the
+// client key of incusClientKeyFile when given, as the project resource does.
 func newSpireAgent() resource.Resource {
-	ep, err := clientconf.Open(os.Getenv(EnvIncusRemote))
+	c, err := incusClient()
 	if err != nil {
 		return &spireAgent{err: err}
 	}
-	return &spireAgent{c: ep.Client()}
+	return &spireAgent{c: c}
 }
 
 var _ resource.Resource = (*spireAgent)(nil)
