@@ -71,7 +71,13 @@ func (t *Transport) run(ctx context.Context, cmd effects.Command, wide bool) (in
 	switch {
 	case err == nil:
 	case ctx.Err() != nil:
-		return -1, fmt.Errorf("ssh %s: open session: %w", t.addr, node.Stopped(ctx))
+		why := node.Stopped(ctx)
+		if d := (*node.DeadlineError)(nil); errors.As(why, &d) {
+			// No session opened within the command's whole deadline: the
+			// connection is as good as dead, and the next Run dials anew.
+			t.drop(c)
+		}
+		return -1, fmt.Errorf("ssh %s: open session: %w", t.addr, why)
 	case isOpenRefused(err):
 		// The connection is alive; sshd refused one more session (MaxSessions).
 		return -1, fmt.Errorf("ssh %s: the node refused a new session: %w", t.addr, err)
