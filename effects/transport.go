@@ -28,6 +28,13 @@ type Transport interface {
 	// wraps ErrUnreachable when the node cannot be reached and ErrRefused when the
 	// node must not be touched (host key mismatch). A transport reconnects on the
 	// next Run after a dropped connection.
+	//
+	// Every command is bounded (SPEC 6.9): the transport reads at most 64 MiB of
+	// its stdout and stderr together (past it the command is stopped on the node
+	// and err says "node answer exceeds 64 MiB"), and stops it at the
+	// transport's per-command deadline unless ctx ends first (err then matches
+	// context.DeadlineExceeded and names the deadline). The copy's stream is
+	// bounded by its silence instead.
 	Run(ctx context.Context, cmd Command) (exit int, err error)
 	// CopyClosure makes the store paths and their closures valid on the node,
 	// sending only what is missing.
