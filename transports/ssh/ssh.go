@@ -16,6 +16,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/switchyard-nix/switchyard/effects"
+	"github.com/switchyard-nix/switchyard/redact"
 	"github.com/switchyard-nix/switchyard/transports/node"
 )
 
@@ -228,7 +229,7 @@ func loadKeys(files []string, strict bool) ([]gossh.Signer, error) {
 			return nil, fmt.Errorf("ssh: key file %d of %d is passphrase-protected and no ssh agent is running: add it to an agent", i+1, len(files))
 		default:
 			// The key's path is a credential path: never name it.
-			return nil, fmt.Errorf("ssh: key file %d of %d: %v", i+1, len(files), err)
+			return nil, fmt.Errorf("ssh: sshKeyFile (key file %d of %d): %v", i+1, len(files), err)
 		}
 	}
 	return signers, nil
@@ -261,7 +262,8 @@ func loadKey(file string) (gossh.Signer, error) {
 		if errors.As(err, &missing) {
 			return nil, err
 		}
-		return nil, fmt.Errorf("not a private key: %v", err)
+		// x/crypto/ssh's errors may quote the file (a PEM block's type): only the line.
+		return nil, fmt.Errorf("line %d: not a private key in OpenSSH or PEM format", redact.PEMLine(data))
 	}
 	return signer, nil
 }

@@ -26,6 +26,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/switchyard-nix/switchyard/redact"
 	"github.com/switchyard-nix/switchyard/transports/incus/api"
 )
 
@@ -306,7 +307,7 @@ func (c *Config) clientCertWithKey(remote, keyFile string) (tls.Certificate, err
 		}
 	}
 	if !hasKey {
-		return tls.Certificate{}, errors.New("incusClientKeyFile: the key file holds no PEM private key")
+		return tls.Certificate{}, fmt.Errorf("incusClientKeyFile: line %d: the key file holds no PEM private key", redact.PEMLine(keyPEM))
 	}
 	certPEM := keyPEM
 	if !hasCert {
@@ -316,13 +317,16 @@ func (c *Config) clientCertWithKey(remote, keyFile string) (tls.Certificate, err
 		}
 		certPEM, err = os.ReadFile(crt)
 		if err != nil {
-			return tls.Certificate{}, fmt.Errorf("incusClientKeyFile: incus remote %q: the key file holds no certificate and the Incus client configuration has no client certificate (%s)", remote, reason(err))
+			return tls.Certificate{}, fmt.Errorf("incusClientKeyFile: line %d: incus remote %q: the key file holds no certificate and the Incus client configuration has no client certificate (%s)", redact.PEMLine(keyPEM), remote, reason(err))
 		}
 	}
 	cert, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
-		// The tls package's errors name neither files nor key material.
-		return tls.Certificate{}, fmt.Errorf("incusClientKeyFile: incus remote %q: the key does not go with the client certificate: %v", remote, err)
+		// The tls package's errors name no file, but may quote the key file's PEM
+		// block types: redacted (SPEC 6.9).
+		var content redact.Set
+		content.AddContent(keyPEM)
+		return tls.Certificate{}, fmt.Errorf("incusClientKeyFile: line %d: incus remote %q: the key does not go with the client certificate: %v", redact.PEMLine(keyPEM), remote, content.Error(err))
 	}
 	return cert, nil
 }
