@@ -17,6 +17,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
 	"github.com/hashicorp/terraform-plugin-framework/providerserver"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
+	"github.com/hashicorp/terraform-plugin-go/tfprotov6/tf6server"
 )
 
 // Address is the provider's source address; the generated CLI configuration
@@ -60,9 +62,12 @@ const MagicCookieEnv = "TF_PLUGIN_MAGIC_COOKIE"
 // IsPlugin says whether this process was started as a provider plugin.
 func IsPlugin() bool { return os.Getenv(MagicCookieEnv) != "" }
 
-// Serve serves the provider over the plugin protocol until OpenTofu stops it.
+// Serve serves the provider over the plugin protocol until OpenTofu stops it, its
+// diagnostics redacted (redacting).
 func Serve(ctx context.Context) error {
-	return providerserver.Serve(ctx, New, providerserver.ServeOpts{Address: Address})
+	return tf6server.Serve(Address, func() tfprotov6.ProviderServer {
+		return newRedacting(providerserver.NewProtocol6(New())())
+	})
 }
 
 // New makes the provider.
