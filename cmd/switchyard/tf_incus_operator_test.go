@@ -305,6 +305,7 @@ func testOperator(t *testing.T, kind string) {
 		nowhere(t, tok, b.state, r.stdout, r.stderr)
 	}
 	entries := b.entries(t)
+	twoTenants(t, b, entries)
 
 	// Nothing changed: no DNS update, no entry, every node unchanged.
 	updates := b.dns.Updates(t)
@@ -437,16 +438,68 @@ func testOperator(t *testing.T, kind string) {
 }
 
 // writeOperatorTree rewrites the tree with other dns.records.
-func writeOperatorTree(t *testing.T, b *operatorBed, dns map[string]any) {
+// writeOperatorTree writes the tree: tenant web (web1, web2, its domain the tree's),
+// the group idle that runs nothing, and more groups as given.
+func writeOperatorTree(t *testing.T, b *operatorBed, dns map[string]any, more ...map[string]any) {
 	t.Helper()
 	bed := testbed.Require(t)
+	groups := map[string]any{"idle": map[string]any{"nodes": map[string]any{"idle1": map[string]any{"incus": map[string]any{"image": bed.Image}}}}}
+	for _, m := range more {
+		for k, v := range m {
+			groups[k] = v
+		}
+	}
 	plantest.WriteTree(t, b.tree, plantest.Tree{
 		Nodes:   []plantest.Node{{Name: "web1", Image: bed.Image}, {Name: "web2", Image: bed.Image}},
+		Domains: []string{operatorDomain},
 		Closure: "tenant-needs-identity",
 		DNS:     dns,
-		Groups:  map[string]any{"idle": map[string]any{"nodes": map[string]any{"idle1": map[string]any{"incus": map[string]any{"image": bed.Image}}}}},
+		Groups:  groups,
 		Methods: b.methods(),
 	})
+}
+
+// twoTenants is issue 29 item 3's two-tenant case: tenant a (its own group and
+// domain) submits naming tenant web's domain, project or trust domain; each is
+// refused (exit 2, naming the setting) before anything runs, and web's records,
+// entries and project are as they were.
+func twoTenants(t *testing.T, b *operatorBed, entries map[string]spire.Entry) {
+	t.Helper()
+	bed := testbed.Require(t)
+	writeOperatorTree(t, b, operatorRecords, map[string]any{"tenant-a": map[string]any{
+		"applications": []string{"hello"}, "domains": []string{"a.test"},
+		"nodes": map[string]any{"a1": map[string]any{"incus": map[string]any{"image": bed.Image}}},
+	}})
+	defer writeOperatorTree(t, b, operatorRecords)
+	updates := b.dns.Updates(t)
+	for _, c := range []struct{ name, setting, reason string }{
+		{"web's domain", `"domain":"test.example"`, `deployment-method.tf-incus-operator.domain: "test.example" is not a domain of group tenant-a (groups.tenant-a.domains: a.test)`},
+		{"a subdomain of web's", `"domain":"a.test.example"`, `"a.test.example" is not a domain of group tenant-a`},
+		{"web's project", fmt.Sprintf(`"domain":"a.test","project":%q`, b.project), "deployment-method.tf-incus-operator.project: set by the tree only"},
+		{"web's trust domain", `"domain":"a.test","spireTrustDomain":"test.example"`, "deployment-method.tf-incus-operator.spireTrustDomain: set by the tree only"},
+	} {
+		sub := fmt.Sprintf(`DEPLOYMENT={"deployment-method":{"tf-incus-operator":{%s,"dnsTsigKeyFile":%q}}}`, c.setting, b.keyFile)
+		r := switchyard(t, []string{sub, b.env[1]}, "tf-incus-operator", "apply", "--tree", b.tree, "--group", "tenant-a", "--output", "json")
+		if r.code != 2 || !strings.Contains(r.stderr, c.reason) {
+			t.Errorf("tenant a naming %s: exit %d, stderr %q; want 2 with %q", c.name, r.code, r.stderr, c.reason)
+		}
+	}
+	if n := b.dns.Updates(t); n != updates {
+		t.Errorf("tenant a's refused runs sent %d DNS updates", n-updates)
+	}
+	b.wantRecords(t)
+	got := b.entries(t)
+	for id, e := range entries {
+		if g, ok := got[id]; !ok || !g.Equal(e) {
+			t.Errorf("entry %s after tenant a's runs: %+v, was %+v", id, g, e)
+		}
+	}
+	if len(got) != len(entries) {
+		t.Errorf("tenant a's runs: %d entries, had %d", len(got), len(entries))
+	}
+	if got := instances(t, b.project); len(got) != 2 || got["web1"] != "RUNNING" || got["web2"] != "RUNNING" {
+		t.Errorf("instances in %s after tenant a's runs: %v", b.project, got)
+	}
 }
 
 // pollRRset queries name/typ over TCP until stop is called, counting the answers

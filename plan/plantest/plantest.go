@@ -29,6 +29,8 @@ type Node struct {
 // Tree is what WriteTree writes.
 type Tree struct {
 	Group   string // default "web"
+	// Domains is the group's domains (SPEC 6.9: what a submission may set as domain).
+	Domains []string
 	Nodes   []Node
 	Closure string // the test closure the hello application builds (default "healthy")
 	// DNS is the tree's `dns` (tf-incus-operator's records); nil: none.
@@ -110,6 +112,9 @@ func Write(dir string, spec Tree) error {
 			"mail": map[string]any{"enable": false, "module": "apps/mail.nix", "settings": map[string]any{}},
 		},
 		"groups": map[string]any{spec.Group: map[string]any{"applications": []string{"hello", "mail"}, "nodes": nodes}},
+	}
+	if spec.Domains != nil {
+		def["groups"].(map[string]any)[spec.Group].(map[string]any)["domains"] = spec.Domains
 	}
 	if spec.DNS != nil {
 		def["dns"] = spec.DNS
