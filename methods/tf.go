@@ -154,11 +154,11 @@ func (r *tfRun) run(ctx context.Context) (int, error) {
 		if file == "" {
 			return ExitRefused, fmt.Errorf(`stateBackend "pg" needs the pgConnStringFile credential: %w`, ErrRefused)
 		}
-		b, err := os.ReadFile(file)
+		conn, err := tofu.ReadConnString(file)
 		if err != nil {
-			return ExitRefused, fmt.Errorf("pgConnStringFile: cannot be read: %w", ErrRefused)
+			return ExitRefused, fmt.Errorf("%w: %w", err, ErrRefused)
 		}
-		extra["PG_CONN_STR"] = strings.TrimSpace(string(b))
+		extra["PG_CONN_STR"] = conn
 	}
 	r.ws, err = tofu.Prepare(tofu.Setup{StateDir: r.req.StateDir, Bin: bin, Self: self, Nodes: nodes,
 		Backend: backend, Subset: subset, Environ: os.Environ(), Extra: extra, Tenant: tenant})

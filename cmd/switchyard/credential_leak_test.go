@@ -194,14 +194,7 @@ func TestCredentialLeakPgConnStringFile(t *testing.T) {
 			r := switchyard(t, []string{`DEPLOYMENT={"deployment-method":{"tf":{"pgConnStringFile":"` + file + `"}}}`},
 				"tf", "refresh", "--tree", tree, "--state-dir", state, "--output", "json")
 			noLeak(t, r, mark, file, state)
-			// methods/tf.go reads the file itself and hands the string to tofu.Prepare,
-			// which refuses it; its error is an infrastructure one there (exit 3) until
-			// methods reads the file with tofu.ReadConnString (exit 2).
-			want := r.code
-			if want != 2 && want != 3 {
-				want = 2
-			}
-			refusedNaming(t, r, "pgConnStringFile", c.line, want)
+			refusedNaming(t, r, "pgConnStringFile", c.line, 2)
 		})
 	}
 }
