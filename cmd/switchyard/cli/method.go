@@ -16,6 +16,7 @@ import (
 	"github.com/switchyard-nix/switchyard/exitcode"
 	"github.com/switchyard-nix/switchyard/methods"
 	"github.com/switchyard-nix/switchyard/plan/method"
+	"github.com/switchyard-nix/switchyard/redact"
 )
 
 // methodFlags are the common flags of `switchyard <method> <verb>` (SPEC 2).
@@ -109,6 +110,19 @@ func runMethod(m method.Method, args []string, e env) int {
 	verb, f, code, done := methodArgs(m, args, e.stdout, e.stderr)
 	if done {
 		return code
+	}
+	if verb != "run" {
+		// What reaches the operator passes redact.Default: the credentials read
+		// during the run are added to it (SPEC 6.9: no output quotes one). run is
+		// OpenTofu's own terminal, prompts without a newline included: tofu
+		// redacts what it relays there.
+		stdout, stderr := redact.Default.NewWriter(e.stdout), redact.Default.NewWriter(e.stderr)
+		if f.output == "json" {
+			stdout = redact.Default.NewJSONWriter(e.stdout)
+		}
+		defer stderr.Flush()
+		defer stdout.Flush()
+		e.stdout, e.stderr = stdout, stderr
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
