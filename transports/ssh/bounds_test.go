@@ -152,3 +152,46 @@ func TestNodeSilentConnection(t *testing.T) {
 		t.Errorf("%d dials after the silent connection, want 1", ssh.Dials(tr)-dials)
 	}
 }
+
+// A copy to a node that took the connection and never answers again ends once no
+// byte has moved for Config.CopyIdle, with an error naming that bound, rather than
+// waiting as long as the caller does; the next command dials anew.
+func TestNodeSilentCopy(t *testing.T) {
+	bed := testbed.Require(t)
+	t.Parallel()
+	node := bed.Node(t)
+	top := bed.Build(t, "healthy", "silent-copy")
+	proxy := newFreezeProxy(t, node)
+	const idle = 2 * time.Second
+	tr := nodeTransport(t, node, func(c *ssh.Config) {
+		c.SSHConfigFile = ssh.NoSSHConfig
+		c.Port = proxy.port
+		c.HostKey = node.HostKey
+		c.CopyIdle = idle
+		c.Keepalive = time.Hour
+	})
+	if code, _ := run(t, tr, effects.Command{Argv: []string{"true"}}); code != 0 {
+		t.Fatalf("true exited %d", code)
+	}
+	proxy.Freeze()
+	ctx := ctxFor(t, 30*time.Second)
+	start := time.Now()
+	err := tr.CopyClosure(ctx, []string{top})
+	took := time.Since(start)
+	t.Logf("copy on the silent connection: %v after %v", err, took.Round(time.Millisecond))
+	switch {
+	case err == nil:
+		t.Fatal("the copy succeeded on a silent connection")
+	case ctx.Err() != nil:
+		t.Errorf("the copy ended only with the test's own bound: %v; want its idle bound of %v", err, idle)
+	case !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "no byte moved"):
+		t.Errorf("copy: %v; want an error naming its idle bound", err)
+	}
+	if took > idle+10*time.Second {
+		t.Errorf("the copy took %v; want within its idle bound %v plus the cancel's grace", took.Round(time.Millisecond), idle)
+	}
+	var out bytes.Buffer
+	if code, err := tr.Run(ctxFor(t, 30*time.Second), effects.Command{Argv: []string{"echo", "ok"}, Stdout: &out}); err != nil || code != 0 || out.String() != "ok\n" {
+		t.Errorf("echo ok after the silent copy: %d, %v, %q", code, err, out.String())
+	}
+}
