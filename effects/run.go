@@ -35,6 +35,9 @@ type run struct {
 	unchanged     bool   // the node already ran the toplevel: no switch
 	switched      bool   // the switch ran (its result was read)
 	switchStarted bool   // systemd-run answered: the switch's unit was started
+	// switchTimedOut: the switch was stopped at DEPLOY_SWITCH_TIMEOUT. Its generation
+	// is never confirmed, whatever /run/current-system says (SPEC 4.3).
+	switchTimedOut bool
 	switchUnit    string // the transient unit running the switch
 	current       string // /run/current-system as the switch's end left it ("": not read)
 	chainDown     bool   // the chain gate did not pass: no sweep

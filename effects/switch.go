@@ -186,7 +186,7 @@ func (r *run) switchResult(ctx context.Context) error {
 				r.d.Node, switchStopGrace, r.cfg.SwitchTimeout)
 			_, _, _ = r.exec(ctx, "systemctl", "kill", "--signal=SIGKILL", "--", r.switchUnit)
 			r.unloadSwitch(ctx, "")
-			r.switched = true
+			r.switched, r.switchTimedOut = true, true
 			return nil
 		}
 	}
@@ -239,6 +239,7 @@ func (r *run) recordSwitch(ctx context.Context, props map[string]string) error {
 	r.v.Switch.Result = switchOutcome(code)
 	switch {
 	case props["Result"] == "timeout":
+		r.switchTimedOut = true
 		r.log("error", "%s: switch: switch-to-configuration ran past DEPLOY_SWITCH_TIMEOUT (%s): systemd stopped it",
 			r.d.Node, r.cfg.SwitchTimeout)
 	case code == -1:
@@ -275,6 +276,9 @@ func (r *run) unloadSwitch(ctx context.Context, active string) {
 
 // 8. never-confirmed check
 func (r *run) confirm(ctx context.Context) error {
+	if r.switchTimedOut {
+		return r.timedOut(ctx)
+	}
 	cur := r.current
 	if cur == "" {
 		out, err := r.untilReachable(ctx, "reading /run/current-system", []string{"readlink", "-f", "/run/current-system"})
@@ -307,6 +311,34 @@ func (r *run) confirm(ctx context.Context) error {
 	r.v.Switch.Result = verdict.SwitchNeverConfirmed
 	r.revertBoot(ctx)
 	return failWith(exitcode.Verdict, "the switch never activated: /run/current-system is %q, not the new toplevel; boot entry reverted to the running generation", cur)
+}
+
+// timedOut is confirm for a switch stopped at DEPLOY_SWITCH_TIMEOUT: an error,
+// and the system profile and boot entry go back to the generation the node ran
+// before (SPEC 4.3). NixOS's switch-to-configuration repoints /run/current-system
+// before it starts units, so a hung start job leaves the link on the new
+// generation: the link proves nothing here, and finalize never runs.
+func (r *run) timedOut(ctx context.Context) error {
+	r.v.Switch.Result = verdict.SwitchError
+	if cur, err := r.untilReachable(ctx, "reading /run/current-system", []string{"readlink", "-f", "/run/current-system"}); err == nil {
+		r.running = strings.TrimSpace(cur)
+		r.toplevel = r.running // judge the node as it runs
+	}
+	if r.previous == "" {
+		r.revertBoot(ctx)
+		return failWith(exitcode.Verdict, "the switch was stopped at DEPLOY_SWITCH_TIMEOUT (%s); boot entry reverted to the running generation", r.cfg.SwitchTimeout)
+	}
+	r.journalRecord(JournalRevert)
+	err := r.fencedStep(ctx, func(ctx context.Context) error { return r.d.Transport.FinalizeBootloader(ctx, r.previous) })
+	if err != nil {
+		if lost := r.lockLost(ctx, err); lost != nil {
+			err = fmt.Errorf("%w (%v)", lost, err)
+		}
+		r.raise(exitcode.Infra, "confirm: putting the system profile and boot entry back: "+err.Error())
+		r.log("error", "%s: confirm: putting the system profile and boot entry back on %s: %v", r.d.Node, r.previous, err)
+	}
+	return failWith(exitcode.Verdict, "the switch was stopped at DEPLOY_SWITCH_TIMEOUT (%s) with /run/current-system at %q; system profile and boot entry back on the generation the node ran before, %q",
+		r.cfg.SwitchTimeout, r.running, r.previous)
 }
 
 // revertBoot points the boot entry back at the running generation; a failure

@@ -21,6 +21,21 @@
     files."etc/switchyard-test/switch-delay" = "3600";
   };
 
+  # Healthy, but one wanted oneshot's start never ends: NixOS's switch-to-configuration
+  # repoints /run/current-system and then starts the units and waits for their jobs
+  # (switch-to-configuration-ng), so the switch hangs after the link moved, and only
+  # its bound (DEPLOY_SWITCH_TIMEOUT) ends it.
+  late-hang = toplevel {
+    name = "late-hang";
+    units."hello.service" = hello;
+    units."hangs.service" = service {
+      description = "switchyard test: a oneshot whose start never ends";
+      exec = "${payload}/bin/serve";
+      service = "Type=oneshot\nTimeoutStartSec=infinity";
+    };
+    wants."multi-user.target" = [ "hello.service" "hangs.service" ];
+  };
+
   # Healthy, but SSH goes down for 5 s right after the deployer has read the switch's
   # result (when it stops the switch's unit): the next command meets a dead connection.
   bounces-after-switch = toplevel {
