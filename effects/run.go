@@ -32,15 +32,15 @@ type run struct {
 	// already ran it with a profile or boot entry elsewhere, or the switch installed
 	// its boot entry and needs a reboot (exit 100).
 	confirmed     bool
-	unchanged     bool   // the node already ran the toplevel: no switch
-	switched      bool   // the switch ran (its result was read)
-	switchStarted bool   // systemd-run answered: the switch's unit was started
+	unchanged     bool // the node already ran the toplevel: no switch
+	switched      bool // the switch ran (its result was read)
+	switchStarted bool // systemd-run answered: the switch's unit was started
 	// switchTimedOut: the switch was stopped at DEPLOY_SWITCH_TIMEOUT. Its generation
 	// is never confirmed, whatever /run/current-system says (SPEC 4.3).
 	switchTimedOut bool
-	switchUnit    string // the transient unit running the switch
-	current       string // /run/current-system as the switch's end left it ("": not read)
-	chainDown     bool   // the chain gate did not pass: no sweep
+	switchUnit     string // the transient unit running the switch
+	current        string // /run/current-system as the switch's end left it ("": not read)
+	chainDown      bool   // the chain gate did not pass: no sweep
 	// sweptQuiet: the sweep's sample is the last one and the sweep restarted nothing,
 	// so the settle may take it as its first sample.
 	sweptQuiet   bool
