@@ -43,6 +43,7 @@ type JournalEntry struct {
 	Phase      string    `json:"phase"`
 	Toplevel   string    `json:"toplevel"`
 	SwitchUnit string    `json:"switchUnit,omitempty"` // the transient unit of the switch (phase switch and later)
+	Previous   string    `json:"previous,omitempty"`   // the generation the node ran when the run began
 	LockToken  uint64    `json:"lockToken,omitempty"`  // the node lock's token the deployer held
 	Time       time.Time `json:"time"`
 	Host       string    `json:"host"`            // the deployer's host (lockIdentity)
@@ -142,6 +143,7 @@ const (
 	rerunSwitchAgain                      // its unit is gone and the node does not run it: switch again
 	rerunFinalize                         // finalize of this toplevel was cut: run it again
 	rerunOtherToplevel                    // the killed run deployed another toplevel: deploy this one as usual
+	rerunNodeMoved                        // its unit is loaded but the node runs another generation since: unload it, switch again
 )
 
 // nodeFacts is what the node shows of a killed run's switch.
@@ -165,6 +167,9 @@ func decideRerun(e *JournalEntry, toplevel string, f nodeFacts) (rerunAction, st
 	switch e.Phase {
 	case JournalSwitch:
 		switch {
+		case e.SwitchUnit != "" && f.UnitState != "" && f.UnitState != "not-found" && moved(e, toplevel, f.Current):
+			return rerunNodeMoved, fmt.Sprintf("%s; its unit %s is still on the node, but the node runs %s since, neither %s it ran then nor %s: unloading the unit and switching again",
+				what, e.SwitchUnit, f.Current, e.Previous, toplevel)
 		case e.SwitchUnit != "" && f.UnitState != "" && f.UnitState != "not-found":
 			return rerunAdoptSwitch, fmt.Sprintf("%s; its unit %s is still on the node: not switching again, reading its result", what, e.SwitchUnit)
 		case f.Current == toplevel:
@@ -179,6 +184,13 @@ func decideRerun(e *JournalEntry, toplevel string, f nodeFacts) (rerunAction, st
 	}
 	// push and revert: repeating them is harmless, and the node's state decides.
 	return rerunNone, what + "; deploying as usual"
+}
+
+// moved: the node runs a generation that is neither the one it ran when the killed
+// run began nor that run's toplevel, so another deploy or a hand switch came in
+// between, and the killed run's unit says nothing of what the node runs now.
+func moved(e *JournalEntry, toplevel, current string) bool {
+	return e.Previous != "" && current != "" && current != e.Previous && current != toplevel
 }
 
 // journalHolderGone tells whether the lock's holder is the deployer the journal
@@ -209,7 +221,7 @@ func (r *run) journalRecord(phase string) {
 		return
 	}
 	me := lockIdentity()
-	e := JournalEntry{Phase: phase, Toplevel: r.v.Toplevel, SwitchUnit: r.switchUnit, Time: time.Now().UTC(),
+	e := JournalEntry{Phase: phase, Toplevel: r.v.Toplevel, SwitchUnit: r.switchUnit, Previous: r.previous, Time: time.Now().UTC(),
 		Host: me.Host, PID: me.PID, Where: me.Where}
 	if r.lock != nil {
 		e.LockToken = r.lock.token
@@ -276,7 +288,7 @@ func (r *run) resume(ctx context.Context, current string) bool {
 		r.confirmed = true
 		r.v.Switch.Result = verdict.SwitchUnchanged
 		return true
-	case rerunOtherToplevel:
+	case rerunOtherToplevel, rerunNodeMoved:
 		if e.SwitchUnit != "" && facts.UnitState != "" && facts.UnitState != "not-found" {
 			// The killed run's switch ended (the lock waited for it): its unit stays
 			// loaded (RemainAfterExit) until someone unloads it.

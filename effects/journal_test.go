@@ -94,9 +94,15 @@ func TestFileJournalCorruptNamesFile(t *testing.T) {
 }
 
 func TestDecideRerun(t *testing.T) {
-	const top, other = "/nix/store/t-top", "/nix/store/o-other"
+	const top, other, third = "/nix/store/t-top", "/nix/store/o-other", "/nix/store/h-hand"
 	at := func(phase, toplevel, unit string) *JournalEntry {
 		return &JournalEntry{Phase: phase, Toplevel: toplevel, SwitchUnit: unit, Host: "ci", PID: 9}
+	}
+	// from is the killed run's switch of top on a node that ran previous then.
+	from := func(previous string) *JournalEntry {
+		e := at(JournalSwitch, top, "u")
+		e.Previous = previous
+		return e
 	}
 	cases := []struct {
 		name    string
@@ -119,6 +125,11 @@ func TestDecideRerun(t *testing.T) {
 		{"finalize cut, node runs it", at(JournalFinalize, top, "u"), nodeFacts{Current: top, UnitState: "not-found"}, rerunFinalize, "finalizing again"},
 		{"finalize cut, node runs another", at(JournalFinalize, top, ""), nodeFacts{Current: other}, rerunNone, "the node runs " + other + " now"},
 		{"revert cut", at(JournalRevert, top, "u"), nodeFacts{Current: other, UnitState: "not-found"}, rerunNone, "killed in revert"},
+		{"switch unit loaded, node on the generation it ran then", from(other), nodeFacts{Current: other, UnitState: "loaded"}, rerunAdoptSwitch, "not switching again"},
+		{"switch unit loaded, node runs the toplevel", from(other), nodeFacts{Current: top, UnitState: "loaded"}, rerunAdoptSwitch, "not switching again"},
+		{"switch unit loaded, node moved since", from(other), nodeFacts{Current: third, UnitState: "loaded"}, rerunNodeMoved,
+			"its unit u is still on the node, but the node runs " + third + " since, neither " + other + " it ran then nor " + top + ": unloading the unit and switching again"},
+		{"switch unit gone, node moved since", from(other), nodeFacts{Current: third, UnitState: "not-found"}, rerunSwitchAgain, "switching again"},
 		{"another toplevel's switch", at(JournalSwitch, other, "u"), nodeFacts{Current: other, UnitState: "loaded"}, rerunOtherToplevel,
 			"killed in switch of " + other + "; deploying " + top + " now"},
 	}

@@ -133,6 +133,63 @@ func TestJournalRerunAfterKillDuringSwitch(t *testing.T) {
 	noSwitchUnitLeft(t, node)
 }
 
+// Issue 30 item 4: the deployer is SIGKILLed while the switch runs, the switch ends,
+// and then the node is switched by hand to another generation before the rerun. The
+// killed run's unit is still loaded, but it says nothing of what the node runs now:
+// the rerun unloads it and switches again (exit 0, the node on the toplevel), instead
+// of taking the old unit's result and reporting never-confirmed.
+func TestJournalRerunAfterNodeMoved(t *testing.T) {
+	bed := testbed.Require(t)
+	t.Parallel()
+	node := bed.Node(t)
+	before, hand := bed.Build(t, "healthy", "before"), bed.Build(t, "healthy", "by-hand")
+	node.CopyClosure(t, before)
+	if code := node.Switch(t, before, "switch"); code != 0 {
+		t.Fatalf("switching to %s by hand: exit %d", before, code)
+	}
+	tree, deployment := treeFor(t, "ssh", "slow-switch", map[string]*testbed.Node{"web1": node})
+	env := []string{"DEPLOYMENT=" + deployment, "DEPLOY_EVAL_CACHE_DIR=" + t.TempDir()}
+
+	killed := startSwitchyard(t, env, "ssh", "apply", "--tree", tree, "--output", "json")
+	killed.await(t, 5*time.Minute, "the switch started", func(e map[string]any) bool {
+		return e["kind"] == "phase" && e["phase"] == "switch" && e["state"] == "done"
+	})
+	if err := killed.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-killed.done
+	e := journalEntry(t, tree, "web1")
+	unit, _ := e["switchUnit"].(string)
+	top, _ := e["toplevel"].(string)
+	if e["phase"] != "switch" || e["previous"] != before {
+		t.Fatalf("the killed run's journal entry: %v", e)
+	}
+	for deadline := time.Now().Add(2 * time.Minute); node.UnitProperties(t, unit, "ActiveState")["ActiveState"] != "active"; time.Sleep(time.Second) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the killed run's switch never ended: %v", node.UnitProperties(t, unit, "ActiveState"))
+		}
+	}
+	node.CopyClosure(t, hand)
+	if code := node.Switch(t, hand, "switch"); code != 0 {
+		t.Fatalf("switching to %s by hand: exit %d", hand, code)
+	}
+
+	r := switchyard(t, env, "ssh", "apply", "--tree", tree, "--output", "json")
+	wantCode(t, r, 0)
+	if countLogs(r, "web1", "its unit "+unit+" is still on the node, but the node runs "+hand+" since") != 1 {
+		t.Errorf("the rerun does not say what it found: %q", logMsgs(r))
+	}
+	v := verdicts(t, r)["web1"]
+	if v == nil || v["ok"] != true || v["toplevel"] != top || v["switch"].(map[string]any)["result"] != "ok" {
+		t.Errorf("verdict %v, want ok, switched again to %s", v, top)
+	}
+	if st := nodeState(t, node); st != [3]string{top, top, top} {
+		t.Errorf("node (running, profile, boot entry) %v, want %s everywhere", st, top)
+	}
+	noStaleLock(t, node)
+	noSwitchUnitLeft(t, node)
+}
+
 // The deployer is SIGKILLed in finalize (the test seam pauses it there), after the
 // system profile was set (the test sets it, as the first of finalize's two steps
 // does): profile and boot entry both read right, yet the entry's write may have been
