@@ -188,6 +188,8 @@ func (r *run) judge(ctx context.Context) error {
 	switch {
 	case r.confirmed:
 		v.BootEntry = v.Toplevel
+	case r.revertedTo != "":
+		v.BootEntry = r.revertedTo
 	case r.switched:
 		v.BootEntry = r.running // reverted to the running generation
 	default:

@@ -38,6 +38,7 @@ type run struct {
 	// switchTimedOut: the switch was stopped at DEPLOY_SWITCH_TIMEOUT. Its generation
 	// is never confirmed, whatever /run/current-system says (SPEC 4.3).
 	switchTimedOut bool
+	revertedTo     string // the generation the boot entry went back to, when not the running one
 	switchUnit     string // the transient unit running the switch
 	current        string // /run/current-system as the switch's end left it ("": not read)
 	chainDown      bool   // the chain gate did not pass: no sweep

@@ -330,7 +330,9 @@ func (r *run) timedOut(ctx context.Context) error {
 	}
 	r.journalRecord(JournalRevert)
 	err := r.fencedStep(ctx, func(ctx context.Context) error { return r.d.Transport.FinalizeBootloader(ctx, r.previous) })
-	if err != nil {
+	if err == nil {
+		r.revertedTo = r.previous
+	} else {
 		if lost := r.lockLost(ctx, err); lost != nil {
 			err = fmt.Errorf("%w (%v)", lost, err)
 		}
