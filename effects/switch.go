@@ -281,11 +281,10 @@ func (r *run) confirm(ctx context.Context) error {
 	}
 	cur := r.current
 	if cur == "" {
-		out, err := r.untilReachable(ctx, "reading /run/current-system", []string{"readlink", "-f", "/run/current-system"})
-		if err != nil {
+		var err error
+		if cur, err = r.readCurrent(ctx); err != nil {
 			return stopWith(exitcode.Infra, "%w", err)
 		}
-		cur = strings.TrimSpace(out)
 	}
 	if cur == r.toplevel {
 		r.confirmed = true
@@ -313,6 +312,12 @@ func (r *run) confirm(ctx context.Context) error {
 	return failWith(exitcode.Verdict, "the switch never activated: /run/current-system is %q, not the new toplevel; boot entry reverted to the running generation", cur)
 }
 
+// readCurrent is what /run/current-system resolves to, read through a reconnect.
+func (r *run) readCurrent(ctx context.Context) (string, error) {
+	out, err := r.untilReachable(ctx, "reading /run/current-system", []string{"readlink", "-f", "/run/current-system"})
+	return strings.TrimSpace(out), err
+}
+
 // timedOut is confirm for a switch stopped at DEPLOY_SWITCH_TIMEOUT: an error,
 // and the system profile and boot entry go back to the generation the node ran
 // before (SPEC 4.3). NixOS's switch-to-configuration repoints /run/current-system
@@ -320,24 +325,17 @@ func (r *run) confirm(ctx context.Context) error {
 // generation: the link proves nothing here, and finalize never runs.
 func (r *run) timedOut(ctx context.Context) error {
 	r.v.Switch.Result = verdict.SwitchError
-	if cur, err := r.untilReachable(ctx, "reading /run/current-system", []string{"readlink", "-f", "/run/current-system"}); err == nil {
-		r.running = strings.TrimSpace(cur)
-		r.toplevel = r.running // judge the node as it runs
+	if cur, err := r.readCurrent(ctx); err == nil {
+		r.running = cur
+		r.toplevel = cur // judge the node as it runs
 	}
 	if r.previous == "" {
 		r.revertBoot(ctx)
 		return failWith(exitcode.Verdict, "the switch was stopped at DEPLOY_SWITCH_TIMEOUT (%s); boot entry reverted to the running generation", r.cfg.SwitchTimeout)
 	}
-	r.journalRecord(JournalRevert)
-	err := r.fencedStep(ctx, func(ctx context.Context) error { return r.d.Transport.FinalizeBootloader(ctx, r.previous) })
-	if err == nil {
+	back := func(ctx context.Context) error { return r.d.Transport.FinalizeBootloader(ctx, r.previous) }
+	if r.putBack(ctx, "putting the system profile and boot entry back", back) {
 		r.revertedTo = r.previous
-	} else {
-		if lost := r.lockLost(ctx, err); lost != nil {
-			err = fmt.Errorf("%w (%v)", lost, err)
-		}
-		r.raise(exitcode.Infra, "confirm: putting the system profile and boot entry back: "+err.Error())
-		r.log("error", "%s: confirm: putting the system profile and boot entry back on %s: %v", r.d.Node, r.previous, err)
 	}
 	return failWith(exitcode.Verdict, "the switch was stopped at DEPLOY_SWITCH_TIMEOUT (%s) with /run/current-system at %q; system profile and boot entry back on the generation the node ran before, %q",
 		r.cfg.SwitchTimeout, r.running, r.previous)
@@ -346,16 +344,23 @@ func (r *run) timedOut(ctx context.Context) error {
 // revertBoot points the boot entry back at the running generation; a failure
 // raises the node to exit 3.
 func (r *run) revertBoot(ctx context.Context) {
+	r.putBack(ctx, "reverting the boot entry", r.d.Transport.RevertBootloader)
+}
+
+// putBack runs a fenced step that puts the boot entry (and profile) back, journaled
+// as a revert; a failure raises the node to exit 3. It reports whether it worked.
+func (r *run) putBack(ctx context.Context, what string, step func(context.Context) error) bool {
 	r.journalRecord(JournalRevert)
-	err := r.fencedStep(ctx, r.d.Transport.RevertBootloader)
+	err := r.fencedStep(ctx, step)
 	if err == nil {
-		return
+		return true
 	}
 	if lost := r.lockLost(ctx, err); lost != nil {
 		err = fmt.Errorf("%w (%v)", lost, err)
 	}
-	r.raise(exitcode.Infra, "confirm: reverting the boot entry: "+err.Error())
-	r.log("error", "%s: confirm: reverting the boot entry: %v", r.d.Node, err)
+	r.raise(exitcode.Infra, "confirm: "+what+": "+err.Error())
+	r.log("error", "%s: confirm: %s: %v", r.d.Node, what, err)
+	return false
 }
 
 // BootEntryScript prints what the node's default boot entry starts, read from the

@@ -36,6 +36,18 @@ func (a applied) superseded(groups []string, s signed) error {
 	return nil
 }
 
+// apply makes the submission the current one of groups once it is not superseded
+// there (or allowOlder), for the ssh state dir and OpenTofu's state alike.
+func (a applied) apply(groups []string, s signed, allowOlder bool) error {
+	if !allowOlder {
+		if err := a.superseded(groups, s); err != nil {
+			return err
+		}
+	}
+	a.record(groups, s.SubmissionSHA256)
+	return nil
+}
+
 // record makes the submission the current one of groups.
 func (a applied) record(groups []string, sha string) {
 	for _, g := range groups {
@@ -115,12 +127,9 @@ func recordApplied(stateDir string, groups []string, s signed, allowOlder bool) 
 	if err != nil {
 		return err
 	}
-	if !allowOlder {
-		if err := a.superseded(groups, s); err != nil {
-			return err
-		}
+	if err := a.apply(groups, s, allowOlder); err != nil {
+		return err
 	}
-	a.record(groups, s.SubmissionSHA256)
 	return writeApplied(stateDir, groups, a)
 }
 

@@ -46,7 +46,7 @@ func tenantOf(d *merge.Deployment, nodes []tofu.Node, coords map[string]string) 
 	extra := map[string]string{}
 	t := &tofu.Tenant{}
 	s := d.Typed()
-	domain := strings.TrimSuffix(strings.ToLower(d.Domain), ".")
+	domain := canonicalDomain(d.Domain)
 	if domain == "" {
 		return nil, nil, &field.Error{Source: "DEPLOYMENT", Path: field.Path("").Key("domain"),
 			Reason: "tf-incus-operator needs the tenant domain"}

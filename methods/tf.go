@@ -380,13 +380,9 @@ func (r *tfRun) submissions(ctx context.Context) (int, error) {
 		return ExitInfra, err
 	}
 	if r.req.Verb == "apply" {
-		groups := planGroups(r.p)
-		if !r.req.AllowOlder {
-			if err := applied(a).superseded(groups, r.signer); err != nil {
-				return ExitRefused, err
-			}
+		if err := applied(a).apply(planGroups(r.p), r.signer, r.req.AllowOlder); err != nil {
+			return ExitRefused, err
 		}
-		applied(a).record(groups, r.signer.SubmissionSHA256)
 	}
 	if err := r.ws.SetApplied(a); err != nil {
 		return ExitInfra, err

@@ -76,6 +76,21 @@ func phaseState(r run, node, phase string) string {
 	return state
 }
 
+// killInSwitch SIGKILLs an ssh apply of tree once its switch started, and returns the
+// journal entry it left for web1.
+func killInSwitch(t *testing.T, env []string, tree string) map[string]any {
+	t.Helper()
+	killed := startSwitchyard(t, env, "ssh", "apply", "--tree", tree, "--output", "json")
+	killed.await(t, 5*time.Minute, "the switch started", func(e map[string]any) bool {
+		return e["kind"] == "phase" && e["phase"] == "switch" && e["state"] == "done"
+	})
+	if err := killed.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-killed.done
+	return journalEntry(t, tree, "web1")
+}
+
 // The deployer is SIGKILLed while the switch runs (slow-switch sleeps 15 s between
 // installing the boot entry and activating); the rerun, at once, finds the killed
 // run's unit on the node from the journal, waits for it and takes its result as the
@@ -88,15 +103,7 @@ func TestJournalRerunAfterKillDuringSwitch(t *testing.T) {
 	tree, deployment := treeFor(t, "ssh", "slow-switch", map[string]*testbed.Node{"web1": node})
 	env := []string{"DEPLOYMENT=" + deployment, "DEPLOY_EVAL_CACHE_DIR=" + t.TempDir()}
 
-	killed := startSwitchyard(t, env, "ssh", "apply", "--tree", tree, "--output", "json")
-	killed.await(t, 5*time.Minute, "the switch started", func(e map[string]any) bool {
-		return e["kind"] == "phase" && e["phase"] == "switch" && e["state"] == "done"
-	})
-	if err := killed.cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	<-killed.done
-	e := journalEntry(t, tree, "web1")
+	e := killInSwitch(t, env, tree)
 	unit, _ := e["switchUnit"].(string)
 	top, _ := e["toplevel"].(string)
 	if e["phase"] != "switch" || !strings.HasPrefix(unit, "switchyard-switch-") || !strings.HasPrefix(top, "/nix/store/") {
@@ -150,15 +157,7 @@ func TestJournalRerunAfterNodeMoved(t *testing.T) {
 	tree, deployment := treeFor(t, "ssh", "slow-switch", map[string]*testbed.Node{"web1": node})
 	env := []string{"DEPLOYMENT=" + deployment, "DEPLOY_EVAL_CACHE_DIR=" + t.TempDir()}
 
-	killed := startSwitchyard(t, env, "ssh", "apply", "--tree", tree, "--output", "json")
-	killed.await(t, 5*time.Minute, "the switch started", func(e map[string]any) bool {
-		return e["kind"] == "phase" && e["phase"] == "switch" && e["state"] == "done"
-	})
-	if err := killed.cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	<-killed.done
-	e := journalEntry(t, tree, "web1")
+	e := killInSwitch(t, env, tree)
 	unit, _ := e["switchUnit"].(string)
 	top, _ := e["toplevel"].(string)
 	if e["phase"] != "switch" || unit == "" {
