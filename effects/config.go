@@ -20,6 +20,9 @@ type Config struct {
 	EvalCacheDir   string
 	WaitTimeout    time.Duration
 	SwitchTimeout  time.Duration
+	// ConfirmTimeout is how long the node waits for the deployer's confirmation
+	// before it switches itself back (SPEC 4.6); 0: no confirmation, no rollback.
+	ConfirmTimeout time.Duration
 	LockWait       time.Duration
 	LockTTL        time.Duration
 }
@@ -96,6 +99,10 @@ var Variables = []Variable{
 		}
 		c.SwitchTimeout = d
 		return nil
+	}},
+	{"DEPLOY_CONFIRM_TIMEOUT", "60", "seconds the node waits, after its activation ended, for the deployer to confirm the new generation over a fresh connection, before it switches itself back to the previous one; 0: no confirmation and no node-side rollback", func(c *Config, v string) (err error) {
+		c.ConfirmTimeout, err = parseSeconds(v)
+		return err
 	}},
 	{"DEPLOY_LOCK_WAIT", "0", "seconds a deploy waits for another deployer's lock on the node before it is refused (exit 2, naming the holder)", func(c *Config, v string) (err error) {
 		c.LockWait, err = parseSeconds(v)

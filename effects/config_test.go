@@ -17,7 +17,7 @@ func TestConfigDefaults(t *testing.T) {
 		StrictUnits: true, VerdictOnly: false, ChainTimeout: 600 * time.Second, ChainStall: 120 * time.Second,
 		LoopGrace: 600 * time.Second, SettleAttempts: 12, CycleInterval: 5 * time.Second, CycleWindows: 4,
 		EvalCacheDir: "/c/switchyard/eval", WaitTimeout: 30 * time.Second,
-		SwitchTimeout: 900 * time.Second, LockWait: 0, LockTTL: 120 * time.Second,
+		SwitchTimeout: 900 * time.Second, ConfirmTimeout: 60 * time.Second, LockWait: 0, LockTTL: 120 * time.Second,
 	}
 	if c != want {
 		t.Fatalf("defaults:\n got %+v\nwant %+v", c, want)

@@ -38,10 +38,11 @@ type run struct {
 	// switchTimedOut: the switch was stopped at DEPLOY_SWITCH_TIMEOUT. Its generation
 	// is never confirmed, whatever /run/current-system says (SPEC 4.3).
 	switchTimedOut bool
-	revertedTo     string // the generation the boot entry went back to, when not the running one
-	switchUnit     string // the transient unit running the switch
-	current        string // /run/current-system as the switch's end left it ("": not read)
-	chainDown      bool   // the chain gate did not pass: no sweep
+	revertedTo     string      // the generation the boot entry went back to, when not the running one
+	switchUnit     string      // the transient unit running the switch
+	current        string      // /run/current-system as the switch's end left it ("": not read)
+	record         *nodeRecord // the node's record of the switch (SPEC 4.6); nil: none
+	chainDown      bool        // the chain gate did not pass: no sweep
 	// sweptQuiet: the sweep's sample is the last one and the sweep restarted nothing,
 	// so the settle may take it as its first sample.
 	sweptQuiet   bool

@@ -23,11 +23,17 @@ import (
 // Result=timeout and its processes are killed). It comes after the transport's own
 // arguments, so DEPLOY_SWITCH_TIMEOUT is the bound whatever they say.
 func switchArgv(unit, toplevel string, timeout time.Duration, transportArgs []string) []string {
-	argv := []string{"systemd-run", "--unit=" + unit, "--description=switchyard: switch to " + toplevel,
-		"--service-type=oneshot", "--property=RemainAfterExit=yes", "--no-block", "--quiet"}
-	argv = append(argv, transportArgs...)
+	argv := switchUnitArgv(unit, toplevel, transportArgs)
 	argv = append(argv, "--property=TimeoutStartSec="+strconv.FormatInt(timeout.Milliseconds(), 10)+"ms")
 	return append(argv, "--", toplevel+"/bin/switch-to-configuration", "switch")
+}
+
+// switchUnitArgv is systemd-run's start of the switch's transient unit, the
+// transport's own arguments last.
+func switchUnitArgv(unit, toplevel string, transportArgs []string) []string {
+	argv := []string{"systemd-run", "--unit=" + unit, "--description=switchyard: switch to " + toplevel,
+		"--service-type=oneshot", "--property=RemainAfterExit=yes", "--no-block", "--quiet"}
+	return append(argv, transportArgs...)
 }
 
 // switchStatusArgv reads the transient unit's state and main process status.
@@ -39,21 +45,27 @@ const switchProps = "LoadState,ActiveState,Result,ExecMainCode,ExecMainStatus"
 
 // SwitchWaitScript waits on the node, for at most $2 milliseconds, until the switch
 // unit $1 has ended, and prints its properties (those switchStatusArgv reads, and
-// MainPID); once it has ended, also "current=<where /run/current-system leads>". So
-// reading the result and confirm's readlink cost the node one SSH session and a few
-// processes however long the activation runs, not an SSH session and a systemctl
-// per poll plus one for the readlink. It waits for the unit's main process with
-// GNU tail --pid (coreutils, as timeout), and polls every 250 ms only while the
-// unit has no main process.
+// MainPID) and the node's record of it ($3, ConfirmSwitchScript's directory, as
+// record.<name>= lines); once it has ended, also "current=<where
+// /run/current-system leads>". So reading the result and confirm's readlink cost
+// the node one SSH session and a few processes however long the activation runs, not
+// an SSH session and a systemctl per poll plus one for the readlink. It waits for
+// switch-to-configuration's process with GNU tail --pid (coreutils, as timeout), and
+// polls every 250 ms only while there is no such process to wait for.
 //
 // The unit has ended as switchResult judges it: active (a oneshot with
 // RemainAfterExit whose process exited 0), failed, or inactive with a main process
-// that ran (ExecMainCode not 0); not-found is printed without waiting. A systemctl
-// that fails ends the script with its status and its stderr. It only reads: when
-// the connection drops before its answer arrives (an activation that restarts sshd
-// or the network), the body runs it again and reads the same; the unit is unloaded
-// only once the body has its result.
-const SwitchWaitScript = `unit=$1 bound=$2 waited=0
+// that ran (ExecMainCode not 0); not-found is printed without waiting. With a record
+// the unit outlives switch-to-configuration (it waits for the confirmation, SPEC
+// 4.6): the recorded exit status ends the wait, and the pid to wait for is the
+// record's. A systemctl that fails ends the script with its status and its stderr.
+// It only reads: when the connection drops before its answer arrives (an activation
+// that restarts sshd or the network), the body runs it again and reads the same; the
+// unit is unloaded only once the body has its result.
+const SwitchWaitScript = `unit=$1 bound=$2 dir=$3 waited=0
+show() {
+	printf '%s\n' "$props"
+	` + recordPrint + `}
 while :; do
 	props=$(systemctl show --property=` + switchProps + `,MainPID -- "$unit") || exit
 	load= active= code= pid=0
@@ -68,12 +80,18 @@ while :; do
 $props
 EOF
 	case $load/$active/$code in
-	not-found/*) printf '%s\n' "$props"; exit 0 ;;
+	not-found/*) show; exit 0 ;;
 	*/active/* | */failed/*) break ;;
 	*/inactive/0) ;;
 	*/inactive/*) break ;;
 	esac
-	if [ "$waited" -ge "$bound" ]; then printf '%s\n' "$props"; exit 0; fi
+	[ -f "$dir/status" ] && break
+	if [ "$waited" -ge "$bound" ]; then show; exit 0; fi
+	if [ -d "$dir" ]; then
+		# The unit's main process is the script, which outlives the switch.
+		pid=0
+		[ -f "$dir/pid" ] && IFS= read -r pid <"$dir/pid"
+	fi
 	if [ "$pid" -gt 0 ] 2>/dev/null; then
 		# Sleep until switch-to-configuration exits: tail checks the pid four times a
 		# second, with no process started per check.
@@ -86,13 +104,14 @@ EOF
 	sleep 0.25
 	waited=$((waited + 250))
 done
-printf '%s\ncurrent=%s\n' "$props" "$(readlink -f /run/current-system)"
+show
+printf 'current=%s\n' "$(readlink -f /run/current-system)"
 `
 
 // switchWaitArgv waits up to bound on the node for the switch unit to end
 // (SwitchWaitScript).
 func switchWaitArgv(unit string, bound time.Duration) []string {
-	return []string{"sh", "-c", SwitchWaitScript, "sh", unit, strconv.FormatInt(max(bound.Milliseconds(), 0), 10)}
+	return []string{"sh", "-c", SwitchWaitScript, "sh", unit, strconv.FormatInt(max(bound.Milliseconds(), 0), 10), recordDir(unit)}
 }
 
 // switchWaitSlice bounds one wait on the node: the body looks at its own deadline
@@ -132,7 +151,7 @@ func (r *run) doSwitch(ctx context.Context) error {
 	// name, and the rerun looks that unit up rather than starting a second switch.
 	r.journalRecord(JournalSwitch)
 	err := r.fencedStep(ctx, func(ctx context.Context) error {
-		_, err := r.execCheck(ctx, switchArgv(r.switchUnit, r.toplevel, r.cfg.SwitchTimeout, r.d.Transport.SwitchRuntimeMaxArgs())...)
+		_, err := r.execCheck(ctx, r.switchCommand()...)
 		return err
 	})
 	if err != nil && !errors.Is(err, ErrUnreachable) {
@@ -149,6 +168,20 @@ func (r *run) doSwitch(ctx context.Context) error {
 	}
 	r.switchStarted = true
 	return nil
+}
+
+// switchCommand starts the switch's unit: switch-to-configuration alone with
+// DEPLOY_CONFIRM_TIMEOUT=0, else under ConfirmSwitchScript (SPEC 4.6).
+func (r *run) switchCommand() []string {
+	extra := r.d.Transport.SwitchRuntimeMaxArgs()
+	if r.cfg.ConfirmTimeout <= 0 {
+		return switchArgv(r.switchUnit, r.toplevel, r.cfg.SwitchTimeout, extra)
+	}
+	prev := r.previous
+	if !isStorePath(prev) || prev == r.toplevel {
+		prev = "" // nothing the node could go back to
+	}
+	return confirmSwitchArgv(r.switchUnit, r.toplevel, prev, r.cfg.SwitchTimeout, r.cfg.ConfirmTimeout, extra)
 }
 
 // 7. read the switch result
@@ -168,7 +201,13 @@ func (r *run) switchResult(ctx context.Context) error {
 			return stopWith(exitcode.Infra, "%w", err)
 		}
 		props := parseProps(out)
+		rec, hasRecord := parseRecord(props)
 		switch {
+		case hasRecord && rec.ended():
+			// switch-to-configuration ended; the unit may still wait for the
+			// confirmation (SPEC 4.6).
+			r.current, r.record = props["current"], &rec
+			return r.recordSwitch(ctx, props)
 		case props["LoadState"] == "not-found" && r.switchStarted:
 			return stopWith(exitcode.Infra, "the switch unit %s is gone before its result was read", r.switchUnit)
 		case props["LoadState"] == "not-found":
@@ -235,9 +274,16 @@ func (r *run) recordSwitch(ctx context.Context, props map[string]string) error {
 	if props["ExecMainCode"] == "1" { // CLD_EXITED: ExecMainStatus is the exit status
 		code, _ = strconv.Atoi(props["ExecMainStatus"])
 	}
+	if r.record != nil {
+		code = r.record.Status // the script's unit may still run: its record tells
+	}
 	r.v.Switch.ExitCode = code
 	r.v.Switch.Result = switchOutcome(code)
 	switch {
+	case r.record != nil && (code == 124 || code == 137):
+		r.switchTimedOut = true
+		r.log("error", "%s: switch: switch-to-configuration ran past DEPLOY_SWITCH_TIMEOUT (%s): the node stopped it",
+			r.d.Node, r.cfg.SwitchTimeout)
 	case props["Result"] == "timeout":
 		r.switchTimedOut = true
 		r.log("error", "%s: switch: switch-to-configuration ran past DEPLOY_SWITCH_TIMEOUT (%s): systemd stopped it",
@@ -255,6 +301,9 @@ func (r *run) recordSwitch(ctx context.Context, props map[string]string) error {
 				}
 			}
 		}
+	}
+	if r.record != nil && !r.record.final() {
+		return nil // the unit waits for the confirmation, or rolls back: confirm unloads it
 	}
 	r.unloadSwitch(ctx, props["ActiveState"])
 	return nil
@@ -278,6 +327,26 @@ func (r *run) unloadSwitch(ctx context.Context, active string) {
 func (r *run) confirm(ctx context.Context) error {
 	if r.switchTimedOut {
 		return r.timedOut(ctx)
+	}
+	if rec := r.record; rec != nil {
+		switch rec.State {
+		case recWaiting, recConfirmed:
+			return r.confirmFresh(ctx, *rec)
+		case recRollingBack, recRolledBack, recRollbackFail:
+			// Read after the node's own decision (a rerun, or a deployer that came
+			// back late): report what the node did.
+			final, current, err := r.readRecord(ctx, r.rollbackDeadline(), false)
+			if err != nil {
+				return err
+			}
+			if final.State == recConfirmed {
+				r.unloadSwitch(ctx, "")
+				r.confirmed = true
+				return nil
+			}
+			return r.rolledBack(ctx, final, current)
+		}
+		r.unloadSwitch(ctx, "")
 	}
 	cur := r.current
 	if cur == "" {
@@ -325,6 +394,22 @@ func (r *run) readCurrent(ctx context.Context) (string, error) {
 // generation: the link proves nothing here, and finalize never runs.
 func (r *run) timedOut(ctx context.Context) error {
 	r.v.Switch.Result = verdict.SwitchError
+	if rec := r.record; rec != nil && rec.State != recDone && rec.State != recActivating {
+		// The node switches itself back (ConfirmSwitchScript): wait for it, then
+		// report where it is.
+		final, current, err := r.readRecord(ctx, r.rollbackDeadline(), false)
+		if err != nil {
+			return err
+		}
+		r.unloadSwitch(ctx, "")
+		if final.State == recRolledBack && isStorePath(current) {
+			r.running, r.toplevel, r.revertedTo = current, current, final.Previous
+			return failWith(exitcode.Verdict, "the switch was stopped at DEPLOY_SWITCH_TIMEOUT (%s); the node switched itself back to the generation it ran before, %q, with the system profile and boot entry on it",
+				r.cfg.SwitchTimeout, current)
+		}
+		r.log("error", "%s: confirm: the node's own switch back to %s did not complete (%s, switch-to-configuration exited %d): putting the system profile and boot entry back",
+			r.d.Node, final.Previous, final.State, final.RollbackStatus)
+	}
 	if cur, err := r.readCurrent(ctx); err == nil {
 		r.running = cur
 		r.toplevel = cur // judge the node as it runs

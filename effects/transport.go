@@ -48,6 +48,12 @@ type Transport interface {
 	FinalizeBootloader(ctx context.Context, toplevel string) error
 	// RevertBootloader points the default boot entry back at the running generation.
 	RevertBootloader(ctx context.Context) error
+	// Fresh replaces the connection the earlier commands ran on with a new one, for
+	// the confirmation after a switch (SPEC 4.6): a new TCP connection and SSH
+	// handshake with the host key checked, a new API connection for incus. The
+	// commands after it run on the new connection. An error wraps ErrUnreachable
+	// when the node cannot be reached; the next Run tries again.
+	Fresh(ctx context.Context) error
 	// Close releases the connection.
 	Close() error
 }

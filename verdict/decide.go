@@ -17,6 +17,10 @@ const (
 	SwitchRebootNeeded                = "reboot-needed"
 	SwitchError                       = "error"
 	SwitchNeverConfirmed              = "never-confirmed"
+	// SwitchRolledBack: the activation took effect but the deployer's confirmation
+	// over a fresh connection did not reach the node in DEPLOY_CONFIRM_TIMEOUT, so
+	// the node switched itself back to the generation it ran before (SPEC 4.6).
+	SwitchRolledBack = "rolled-back"
 	SwitchSkipped                     = "skipped"
 	SwitchUnchanged                   = "unchanged"
 	// SwitchHeld: a staged rollout stopped before the node; nothing on it was
@@ -47,6 +51,9 @@ func findings(v Verdict) []finding {
 		fs = append(fs, finding{exitcode.Verdict, []string{r}, r})
 	case SwitchNeverConfirmed:
 		r := "switch never confirmed"
+		fs = append(fs, finding{exitcode.Verdict, []string{r}, r})
+	case SwitchRolledBack:
+		r := "switch rolled back: not confirmed over a fresh connection"
 		fs = append(fs, finding{exitcode.Verdict, []string{r}, r})
 	}
 	if n := len(v.Units.Failed); n > 0 && v.StrictUnits {

@@ -11,7 +11,7 @@ import (
 // Switch is what the switch did: its result (SwitchOK, SwitchUnitsFailed, ...) and
 // switch-to-configuration's exit status.
 type Switch struct {
-	Result   SwitchResult `json:"result"` // ok|units-failed|reboot-needed|error|never-confirmed|skipped|unchanged|held
+	Result   SwitchResult `json:"result"` // ok|units-failed|reboot-needed|error|never-confirmed|rolled-back|skipped|unchanged|held
 	ExitCode int          `json:"exit_code"`
 }
 

@@ -101,35 +101,51 @@ func TestDeploySwitchTimeout(t *testing.T) {
 // never finishes: late-hang's oneshot) comes after the link moved. Stopped at
 // DEPLOY_SWITCH_TIMEOUT, the switch is an error (exit 1) and the boot entry and system
 // profile are back on the generation the node ran before, whatever
-// /run/current-system says: the hung generation is never made the boot default.
+// /run/current-system says: the hung generation is never made the boot default. With
+// confirmation on (the default) the node also switches itself back (SPEC 4.6); with
+// DEPLOY_CONFIRM_TIMEOUT=0 it stays where the hung activation left it.
 func TestDeploySwitchTimeoutAfterLinkMoved(t *testing.T) {
-	node, good := setup(t, "healthy")
-	wantCode(t, switchyard(t, nil, deployArgs(node, "--toplevel", good, "--output", "json")...), 0)
-	hung := testbed.Require(t).Build(t, "late-hang", "")
-	start := time.Now()
-	r := switchyard(t, []string{"DEPLOY_SWITCH_TIMEOUT=5"}, deployArgs(node, "--toplevel", hung, "--output", "json")...)
-	if d := time.Since(start); d > 3*time.Minute {
-		t.Errorf("the run took %s with DEPLOY_SWITCH_TIMEOUT=5", d.Round(time.Second))
-	}
-	if got := node.Readlink(t, "/run/current-system"); got != hung {
-		t.Fatalf("the closure did not hang after the link moved: /run/current-system -> %q", got)
-	}
-	wantCode(t, r, 1)
-	v := r.verdict(t)
-	if sw := v["switch"].(map[string]any); sw["result"] != "error" {
-		t.Errorf("switch %v, want error", sw)
-	}
-	if v["boot_entry"] != good {
-		t.Errorf("boot_entry %v, want the generation the node ran before, %s", v["boot_entry"], good)
-	}
-	if got := bootInit(t, node); got != good+"/init" {
-		t.Errorf("/sbin/init -> %q, want the previous generation's %q", got, good+"/init")
-	}
-	if got := node.Readlink(t, "/nix/var/nix/profiles/system"); got != good {
-		t.Errorf("system profile -> %q, want %q", got, good)
-	}
-	if !strings.Contains(strings.Join(logMsgs(r), "\n"), "DEPLOY_SWITCH_TIMEOUT") {
-		t.Errorf("no log names the bound: %q", logMsgs(r))
+	for _, c := range []struct {
+		name    string
+		env     []string
+		running func(good, hung string) string
+	}{
+		{"node switches back", nil, func(good, _ string) string { return good }},
+		{"confirmation off", []string{"DEPLOY_CONFIRM_TIMEOUT=0"}, func(_, hung string) string { return hung }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			node, good := setup(t, "healthy")
+			wantCode(t, switchyard(t, nil, deployArgs(node, "--toplevel", good, "--output", "json")...), 0)
+			hung := testbed.Require(t).Build(t, "late-hang", "")
+			start := time.Now()
+			r := switchyard(t, append([]string{"DEPLOY_SWITCH_TIMEOUT=5"}, c.env...), deployArgs(node, "--toplevel", hung, "--output", "json")...)
+			if d := time.Since(start); d > 3*time.Minute {
+				t.Errorf("the run took %s with DEPLOY_SWITCH_TIMEOUT=5", d.Round(time.Second))
+			}
+			if got, want := node.Readlink(t, "/run/current-system"), c.running(good, hung); got != want {
+				t.Errorf("/run/current-system -> %q, want %q", got, want)
+			}
+			wantCode(t, r, 1)
+			v := r.verdict(t)
+			if sw := v["switch"].(map[string]any); sw["result"] != "error" {
+				t.Errorf("switch %v, want error", sw)
+			}
+			if v["boot_entry"] != good {
+				t.Errorf("boot_entry %v, want the generation the node ran before, %s", v["boot_entry"], good)
+			}
+			if got := bootInit(t, node); got != good+"/init" {
+				t.Errorf("/sbin/init -> %q, want the previous generation's %q", got, good+"/init")
+			}
+			if got := node.Readlink(t, "/nix/var/nix/profiles/system"); got != good {
+				t.Errorf("system profile -> %q, want %q", got, good)
+			}
+			if !strings.Contains(strings.Join(logMsgs(r), "\n"), "DEPLOY_SWITCH_TIMEOUT") {
+				t.Errorf("no log names the bound: %q", logMsgs(r))
+			}
+			if units := switchUnits(t, node); len(units) != 0 {
+				t.Errorf("switch units left on the node: %v", units)
+			}
+		})
 	}
 }
 

@@ -291,7 +291,7 @@ func (n *Node) run(c effects.Command) (int, error) {
 		}
 	case strings.HasPrefix(argv, "systemctl show --property=LoadState,ActiveState,Result,ExecMainCode,ExecMainStatus"):
 		fmt.Fprint(out, n.switchProps())
-	case len(c.Argv) == 6 && c.Argv[0] == "sh" && c.Argv[2] == effects.SwitchWaitScript:
+	case len(c.Argv) == 7 && c.Argv[0] == "sh" && c.Argv[2] == effects.SwitchWaitScript:
 		// The switch has ended by the time it is read: the script prints its
 		// result and /run/current-system.
 		fmt.Fprintf(out, "%scurrent=%s\n", n.switchProps(), n.current())
@@ -335,6 +335,11 @@ func (n *Node) switchProps() string {
 
 func (n *Node) CopyClosure(ctx context.Context, paths []string) error {
 	n.Record("copy " + strings.Join(paths, " "))
+	return nil
+}
+
+func (n *Node) Fresh(ctx context.Context) error {
+	n.Record("fresh")
 	return nil
 }
 

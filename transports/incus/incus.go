@@ -4,6 +4,7 @@
 package incus
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"sync"
@@ -168,6 +169,14 @@ func (t *Transport) Close() error {
 	t.mu.Lock()
 	t.closed = true
 	t.mu.Unlock()
+	t.c.Close()
+	return nil
+}
+
+// Fresh drops the idle connections to the daemon, so the next command opens a new
+// API connection and a new exec in the instance (SPEC 4.6); every exec already
+// has its own websocket.
+func (t *Transport) Fresh(ctx context.Context) error {
 	t.c.Close()
 	return nil
 }

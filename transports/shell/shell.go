@@ -284,6 +284,12 @@ func (t *Transport) RevertBootloader(ctx context.Context) error {
 	return t.step(ctx, HookRevertBootloader, t.commandTimeout)
 }
 
+// Fresh does nothing: every remote_exec is a new process, so the confirmation after
+// a switch (SPEC 4.6) is a fresh connection when the hook opens one per call (ssh(1)
+// without ControlMaster/ControlPersist); a hook that shares a connection makes it
+// prove nothing.
+func (t *Transport) Fresh(ctx context.Context) error { return nil }
+
 // checkFence asks the node, before a bootloader hook, whether the deploy lock of
 // ctx's fence is still this deployer's. The hooks are the operator's shell
 // functions, which switchyard cannot wrap, so this check is the command right

@@ -504,3 +504,24 @@ func algorithmsFor(types []string) []string {
 	}
 	return algos
 }
+
+// Fresh dials a new connection (a new TCP connection and SSH handshake, the host key
+// checked as on every dial) and makes it the one later commands run on: the
+// confirmation after a switch must not ride on a connection the old generation let
+// in (SPEC 4.6). The old connection is closed once the commands already running on
+// it (a lease renewal) had the time to end.
+func (t *Transport) Fresh(ctx context.Context) error {
+	t.mu.Lock()
+	old := t.client
+	t.client = nil
+	t.mu.Unlock()
+	if old != nil {
+		time.AfterFunc(freshCloseDelay, func() { old.Close() })
+	}
+	_, _, err := t.conn(ctx)
+	return err
+}
+
+// freshCloseDelay is how long an old connection outlives Fresh, for the commands
+// already running on it.
+const freshCloseDelay = 30 * time.Second
