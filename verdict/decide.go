@@ -21,8 +21,8 @@ const (
 	// over a fresh connection did not reach the node in DEPLOY_CONFIRM_TIMEOUT, so
 	// the node switched itself back to the generation it ran before (SPEC 4.6).
 	SwitchRolledBack = "rolled-back"
-	SwitchSkipped                     = "skipped"
-	SwitchUnchanged                   = "unchanged"
+	SwitchSkipped    = "skipped"
+	SwitchUnchanged  = "unchanged"
 	// SwitchHeld: a staged rollout stopped before the node; nothing on it was
 	// changed or read, and the caller's reason says where the rollout stopped.
 	SwitchHeld = "held"
