@@ -370,3 +370,61 @@ func TestDeployFinalizeFailsAfterReport(t *testing.T) {
 		t.Errorf("summary %v", sum)
 	}
 }
+
+// Issue 30 items 1 and 5 (SPEC 4.6): a generation whose activation stops sshd from
+// taking new connections, while the deployer's open connection survives. The
+// confirmation needs a fresh connection, which the node refuses, so the node switches
+// itself back within DEPLOY_CONFIRM_TIMEOUT: the deployer, once it reaches the node
+// again, reports rolled-back, exit 1; the node runs the generation it ran before with
+// profile and boot entry on it, and takes new connections (a deploy after it works).
+// Before the confirmation this deploy reported switch ok, exit 0, and nobody could
+// connect to the node afterwards.
+func TestDeployConfirmCutOffRollsBack(t *testing.T) {
+	node, good := setup(t, "healthy")
+	wantCode(t, switchyard(t, nil, deployArgs(node, "--toplevel", good, "--output", "json")...), 0)
+	cut := testbed.Require(t).Build(t, "cuts-ssh", "")
+	r := switchyard(t, []string{"DEPLOY_CONFIRM_TIMEOUT=5", "DEPLOY_SWITCH_TIMEOUT=30"}, deployArgs(node, "--toplevel", cut, "--output", "json")...)
+	wantCode(t, r, 1)
+	v := r.verdict(t)
+	if sw := v["switch"].(map[string]any); sw["result"] != "rolled-back" {
+		t.Errorf("switch %v, want rolled-back", sw)
+	}
+	if v["boot_entry"] != good || v["reachable"] != true {
+		t.Errorf("verdict %v, want boot_entry %s, reachable", v, good)
+	}
+	if got := node.Readlink(t, "/run/current-system"); got != good {
+		t.Errorf("/run/current-system -> %q, want the previous generation %q", got, good)
+	}
+	if got := bootInit(t, node); got != good+"/init" {
+		t.Errorf("/sbin/init -> %q, want %q", got, good+"/init")
+	}
+	if got := node.Readlink(t, "/nix/var/nix/profiles/system"); got != good {
+		t.Errorf("system profile -> %q, want %q", got, good)
+	}
+	if msgs := strings.Join(logMsgs(r), "\n"); !strings.Contains(msgs, "DEPLOY_CONFIRM_TIMEOUT") {
+		t.Errorf("no log names the confirmation's timeout: %q", logMsgs(r))
+	}
+	if units := switchUnits(t, node); len(units) != 0 {
+		t.Errorf("switch units left on the node: %v", units)
+	}
+	// New connections work again.
+	wantCode(t, switchyard(t, nil, deployArgs(node, "--toplevel", good, "--output", "json")...), 0)
+}
+
+// A healthy deploy is confirmed over the fresh connection and stays: long after
+// DEPLOY_CONFIRM_TIMEOUT the node still runs it and its record says confirmed.
+func TestDeployConfirmedStays(t *testing.T) {
+	node, first := setup(t, "healthy")
+	wantCode(t, switchyard(t, nil, deployArgs(node, "--toplevel", first, "--output", "json")...), 0)
+	next := testbed.Require(t).Build(t, "healthy", "elsewhere")
+	r := switchyard(t, []string{"DEPLOY_CONFIRM_TIMEOUT=2"}, deployArgs(node, "--toplevel", next, "--output", "json")...)
+	wantCode(t, r, 0)
+	time.Sleep(6 * time.Second)
+	if got := node.Readlink(t, "/run/current-system"); got != next {
+		t.Errorf("/run/current-system -> %q after the timeout, want the confirmed %q", got, next)
+	}
+	out := node.MustExec(t, "sh", "-c", "cat /run/switchyard/switch/*/state")
+	if !strings.Contains(out, "confirmed") || strings.Contains(out, "roll") {
+		t.Errorf("the node's records say %q, want one confirmed and no rollback", out)
+	}
+}

@@ -44,4 +44,20 @@
     wants."multi-user.target" = [ "hello.service" ];
     files."etc/switchyard-test/bounce-after-switch" = "5";
   };
+
+  # Healthy, but its activation stops sshd from taking new connections (as a moved
+  # port, a firewall or a removed key would): a wanted oneshot stops the listening sshd
+  # (Debian's ssh.service has KillMode=process, so open connections survive), and its
+  # ExecStop starts it again when a switch to a generation without it stops it, as a
+  # NixOS rollback restores sshd.
+  cuts-ssh = toplevel {
+    name = "cuts-ssh";
+    units."hello.service" = hello;
+    units."cut-ssh.service" = service {
+      description = "switchyard test: no new SSH connections";
+      exec = "/bin/systemctl --no-block stop ssh.service";
+      service = "Type=oneshot\nRemainAfterExit=yes\nExecStop=/bin/systemctl --no-block start ssh.service";
+    };
+    wants."multi-user.target" = [ "hello.service" "cut-ssh.service" ];
+  };
 }
