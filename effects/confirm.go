@@ -39,7 +39,7 @@ const (
 	recDone         = "done"            // nothing to confirm (no activation, or no previous generation)
 )
 
-// recordFiles are what a record holds, one value each, printed as record.<name>=.
+// recordPrint prints what a record holds, one value each, as record.<name>= lines.
 const recordPrint = `for f in state status reason rollback-status previous; do
 	v=
 	[ -f "$dir/$f" ] && IFS= read -r v <"$dir/$f"
@@ -208,7 +208,7 @@ func isStorePath(p string) bool {
 	return strings.HasPrefix(p, "/nix/store/") && !strings.ContainsAny(p, " \t\n")
 }
 
-// recordEnded: the record says switch-to-configuration has ended (its status is
+// ended: the record says switch-to-configuration has ended (its status is
 // recorded), whether or not the unit still waits for the confirmation.
 func (rec nodeRecord) ended() bool { return rec.Status >= 0 }
 
@@ -242,8 +242,7 @@ func (r *run) confirmFresh(ctx context.Context, rec nodeRecord) error {
 	r.current = current
 	switch rec.State {
 	case recConfirmed:
-		r.unloadSwitch(ctx, "")
-		r.confirmed = true
+		r.confirmedOnNode(ctx)
 		r.log("info", "%s: confirm: confirmed %s over a fresh connection", r.d.Node, r.toplevel)
 		return nil
 	case recRolledBack, recRollbackFail:
@@ -300,6 +299,13 @@ func (r *run) readRecord(ctx context.Context, deadline time.Time, confirm bool) 
 		}
 		backoff = min(backoff*2, 5*time.Second)
 	}
+}
+
+// confirmedOnNode: the node's record says confirmed; its unit has ended (or is about
+// to) and is unloaded, and finalize makes the generation the boot default.
+func (r *run) confirmedOnNode(ctx context.Context) {
+	r.unloadSwitch(ctx, "")
+	r.confirmed = true
 }
 
 // rolledBack reports a node that switched itself back (SPEC 4.6): switch.result

@@ -340,8 +340,7 @@ func (r *run) confirm(ctx context.Context) error {
 				return err
 			}
 			if final.State == recConfirmed {
-				r.unloadSwitch(ctx, "")
-				r.confirmed = true
+				r.confirmedOnNode(ctx)
 				return nil
 			}
 			return r.rolledBack(ctx, final, current)
