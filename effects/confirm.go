@@ -257,6 +257,7 @@ func (r *run) confirmFresh(ctx context.Context, rec nodeRecord) error {
 // unreachable (exit 3).
 func (r *run) readRecord(ctx context.Context, deadline time.Time, confirm bool) (nodeRecord, string, error) {
 	backoff := 250 * time.Millisecond
+	seen := ""
 	for {
 		var out string
 		step := func(ctx context.Context) (err error) {
@@ -279,6 +280,7 @@ func (r *run) readRecord(ctx context.Context, deadline time.Time, confirm bool) 
 			if rec.State == "" {
 				return rec, "", stopWith(exitcode.Infra, "confirm: the node has no record of %s", r.switchUnit)
 			}
+			seen = rec.State
 		case errors.Is(err, ErrUnreachable):
 		default:
 			if lost := r.lockLost(ctx, err); lost != nil {
@@ -292,7 +294,7 @@ func (r *run) readRecord(ctx context.Context, deadline time.Time, confirm bool) 
 				return nodeRecord{}, "", stopWith(exitcode.Infra, "confirm: no fresh connection to the node since the switch (%v); it rolls back on its own after DEPLOY_CONFIRM_TIMEOUT (%s)",
 					err, r.cfg.ConfirmTimeout)
 			}
-			return nodeRecord{}, "", stopWith(exitcode.Infra, "confirm: the node's record of %s still says %q", r.switchUnit, "rolling-back")
+			return nodeRecord{}, "", stopWith(exitcode.Infra, "confirm: the node's record of %s still says %q", r.switchUnit, seen)
 		}
 		if err := sleep(ctx, backoff); err != nil {
 			return nodeRecord{}, "", stopWith(exitcode.Infra, "%w", err)

@@ -331,6 +331,9 @@ func (r *run) confirm(ctx context.Context) error {
 	if rec := r.record; rec != nil {
 		switch rec.State {
 		case recWaiting, recConfirmed:
+			// A test-only seam: the journal test kills the deployer here, between
+			// the switch and its confirmation.
+			testPause(ctx, "SWITCHYARD_TEST_PAUSE_BEFORE_CONFIRM")
 			return r.confirmFresh(ctx, *rec)
 		case recRollingBack, recRolledBack, recRollbackFail:
 			// Read after the node's own decision (a rerun, or a deployer that came

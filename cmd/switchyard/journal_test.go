@@ -314,3 +314,72 @@ func TestJournalTFRerunAfterKillDuringSwitch(t *testing.T) {
 	noStaleLock(t, node)
 	noSwitchUnitLeft(t, node)
 }
+
+// Issue 30 item 2: the deployer is SIGKILLed between the switch and its confirmation
+// (the test seam holds it there). The node had activated the new generation and
+// waits for the marker; with nobody to write it, the node switches itself back after
+// DEPLOY_CONFIRM_TIMEOUT. The rerun reads the killed run's record and reports that
+// the node rolled back (exit 1, switch.result rolled-back): it starts no second
+// switch and writes no marker, since it never saw that generation activate.
+func TestJournalRerunAfterKillBeforeConfirm(t *testing.T) {
+	bed := testbed.Require(t)
+	t.Parallel()
+	node := bed.Node(t)
+	before := bed.Build(t, "healthy", "before")
+	node.CopyClosure(t, before)
+	if code := node.Switch(t, before, "switch"); code != 0 {
+		t.Fatalf("switching to %s by hand: exit %d", before, code)
+	}
+	tree, deployment := treeFor(t, "ssh", "healthy", map[string]*testbed.Node{"web1": node})
+	env := []string{"DEPLOYMENT=" + deployment, "DEPLOY_EVAL_CACHE_DIR=" + t.TempDir(), "DEPLOY_CONFIRM_TIMEOUT=3"}
+
+	killed := startSwitchyard(t, append(env, "SWITCHYARD_TEST_PAUSE_BEFORE_CONFIRM=600"), "ssh", "apply", "--tree", tree, "--output", "json")
+	killed.await(t, 5*time.Minute, "the switch ended", func(e map[string]any) bool {
+		return e["kind"] == "phase" && e["phase"] == "confirm" && e["state"] == "start"
+	})
+	if err := killed.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-killed.done
+	e := journalEntry(t, tree, "web1")
+	unit, _ := e["switchUnit"].(string)
+	top, _ := e["toplevel"].(string)
+	if e["phase"] != "switch" || unit == "" || top == before {
+		t.Fatalf("the killed run's journal entry: %v", e)
+	}
+	dir := "/run/switchyard/switch/" + unit
+	// The node's own decision, without any deployer.
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(500 * time.Millisecond) {
+		out, _ := node.Exec(context.Background(), "cat", dir+"/state")
+		if strings.TrimSpace(out) == "rolled-back" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the node's record of %s says %q two minutes after the kill, want rolled-back", unit, out)
+		}
+	}
+	if st := nodeState(t, node); st != [3]string{before, before, before} {
+		t.Fatalf("after its rollback the node is %v, want %s everywhere", st, before)
+	}
+
+	r := switchyard(t, env, "ssh", "apply", "--tree", tree, "--output", "json")
+	wantCode(t, r, 1)
+	if countLogs(r, "web1", "was killed in switch of "+top+"; its unit "+unit+" is still on the node: not switching again") != 1 {
+		t.Errorf("the rerun does not say what it found from the journal: %q", logMsgs(r))
+	}
+	v := verdicts(t, r)["web1"]
+	if v == nil || v["ok"] != false || v["switch"].(map[string]any)["result"] != "rolled-back" || v["toplevel"] != before {
+		t.Errorf("verdict %v, want not ok, switch rolled-back, judged on %s", v, before)
+	}
+	if units := switchUnitsSeen(t, node); len(units) != 1 || units[0] != unit+".service" {
+		t.Errorf("switch units started on the node: %q, want only the killed run's %s", units, unit)
+	}
+	if out, _ := node.Exec(context.Background(), "ls", "-A", dir); strings.Contains(out, "confirm") {
+		t.Errorf("the rerun wrote a confirmation marker for a generation it never saw activate: %s holds %q", dir, out)
+	}
+	if st := nodeState(t, node); st != [3]string{before, before, before} {
+		t.Errorf("after the rerun the node is %v, want %s everywhere", st, before)
+	}
+	noStaleLock(t, node)
+	noSwitchUnitLeft(t, node)
+}
