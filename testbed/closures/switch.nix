@@ -60,4 +60,20 @@
     };
     wants."multi-user.target" = [ "hello.service" "cut-ssh.service" ];
   };
+
+  # Healthy, but its activation moves sshd to port 2222 (the VM tier: its port
+  # forward reaches port 22 only), as a changed services.openssh.ports would: a wanted
+  # oneshot writes the port into sshd_config.d and restarts ssh.service (KillMode=process:
+  # open connections survive). Its ExecStop puts port 22 back, as a switch to a
+  # generation without it (the node's rollback) regenerates sshd_config on NixOS.
+  moves-ssh-port = toplevel {
+    name = "moves-ssh-port";
+    units."hello.service" = hello;
+    units."move-ssh-port.service" = service {
+      description = "switchyard test: sshd on another port";
+      exec = "/bin/sh -c 'echo Port 2222 >/etc/ssh/sshd_config.d/switchyard-test-port.conf && /bin/systemctl --no-block restart ssh.service'";
+      service = "Type=oneshot\nRemainAfterExit=yes\nExecStop=/bin/sh -c 'rm -f /etc/ssh/sshd_config.d/switchyard-test-port.conf; /bin/systemctl --no-block restart ssh.service'";
+    };
+    wants."multi-user.target" = [ "hello.service" "move-ssh-port.service" ];
+  };
 }

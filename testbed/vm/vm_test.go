@@ -21,7 +21,7 @@ import (
 // qemu VM that boots through a real bootloader (extlinux), for what containers cannot
 // show: the boot entry a deploy leaves is what the machine boots after a reboot, and a
 // switch may restart sshd and the network under the deploy's own connection. One VM
-// serves the three cases in turn (each VM boot costs a minute or more under TCG): each
+// serves the four cases in turn (each VM boot costs a minute or more under TCG): each
 // case starts from whatever generation the one before left running.
 
 var binary string
@@ -212,5 +212,37 @@ func TestVM(t *testing.T) {
 		if got := m.Boot(t).DefaultInit(); got != top+"/init" {
 			t.Errorf("extlinux.conf DEFAULT boots init=%q, want %s/init", got, top)
 		}
+	})
+
+	// 4. Issue 30: the activation moves sshd to another port. The deploy's own connection
+	// survives it, the fresh one the confirmation needs is refused, so the VM switches
+	// itself back after DEPLOY_CONFIRM_TIMEOUT (profile and extlinux entry too), takes
+	// new connections again, and a reboot comes up on the previous generation.
+	t.Run("MovedSSHPortRollsBack", func(t *testing.T) {
+		previous := m.Boot(t).Current
+		if previous == "" {
+			t.Fatalf("no running generation to roll back to (the case before failed)")
+		}
+		top := testbed.BuildClosure(t, "moves-ssh-port", "vm")
+		code, v := deploy(t, m, top, "DEPLOY_CONFIRM_TIMEOUT=30")
+		if res, _ := switchResult(v); code != 1 || v["ok"] != false || res != "rolled-back" {
+			t.Fatalf("deploy: exit %d, verdict %v; want exit 1, switch rolled-back", code, v)
+		}
+		if v["boot_entry"] != previous {
+			t.Errorf("boot_entry %v, want the previous generation %s", v["boot_entry"], previous)
+		}
+		// m.Exec opens a new connection to port 22.
+		rolled := m.Boot(t)
+		if rolled.Current != previous || rolled.DefaultInit() != previous+"/init" {
+			t.Errorf("after the rollback /run/current-system -> %q, extlinux.conf DEFAULT init=%q; want %s:\n%s",
+				rolled.Current, rolled.DefaultInit(), previous, rolled.Extlinux)
+		}
+		if got := m.Readlink(t, "/nix/var/nix/profiles/system"); got != previous {
+			t.Errorf("system profile -> %q, want %s", got, previous)
+		}
+		m.Reboot(t)
+		after := m.Boot(t)
+		t.Logf("after the reboot: booted %s, cmdline %q", after.Booted, after.Cmdline)
+		wantBoot(t, after, previous)
 	})
 }
