@@ -2,6 +2,8 @@ package methods
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -147,19 +149,33 @@ func TestTofuNodes(t *testing.T) {
 
 // state is a pulled state (format 4) with a deployment per node of verdicts, and a
 // verdict pass per node of passes.
-func state(t *testing.T, verdicts map[string]verdict.Verdict, codes map[string]int, passes map[string]verdict.Verdict) []byte {
+func state(t *testing.T, verdicts map[string]verdict.Verdict, codes map[string]int, passes map[string]verdict.Verdict, stale ...string) []byte {
 	t.Helper()
-	instances := func(vs map[string]verdict.Verdict) []any {
+	recorded := map[string]string{}
+	instances := func(vs map[string]verdict.Verdict, pass bool) []any {
 		var out []any
 		for node, v := range vs {
 			b, _ := json.Marshal(v)
-			out = append(out, map[string]any{"index_key": node, "attributes": map[string]any{"verdict": string(b), "exit_code": codes[node]}})
+			attrs := map[string]any{"verdict": string(b), "exit_code": codes[node]}
+			if !pass {
+				recorded[node] = string(b)
+			} else {
+				// The pass follows the deploy recorded, or an earlier one (stale).
+				followed := recorded[node]
+				if slices.Contains(stale, node) {
+					followed = "an earlier deploy's verdict"
+				}
+				sum := sha256.Sum256([]byte(followed))
+				attrs["deployment"] = hex.EncodeToString(sum[:])
+			}
+			out = append(out, map[string]any{"index_key": node, "attributes": attrs})
 		}
 		return out
 	}
+	deployments := instances(verdicts, false)
 	s := map[string]any{"version": 4, "resources": []any{
-		map[string]any{"mode": "managed", "type": tofu.ResourceType, "name": tofu.ResourceName, "instances": instances(verdicts)},
-		map[string]any{"mode": "managed", "type": tofu.VerdictType, "name": tofu.ResourceName, "instances": instances(passes)},
+		map[string]any{"mode": "managed", "type": tofu.ResourceType, "name": tofu.ResourceName, "instances": deployments},
+		map[string]any{"mode": "managed", "type": tofu.VerdictType, "name": tofu.ResourceName, "instances": instances(passes, true)},
 	}}
 	b, err := json.Marshal(s)
 	if err != nil {
@@ -191,6 +207,18 @@ func TestReadStates(t *testing.T) {
 	}
 	if st := got["web1"]; st.verdict.OK || st.verdict.ExitCode != 1 {
 		t.Errorf("web1 (the pass's verdict): %+v", st)
+	}
+	// Issue 31 item 1: the deploy failed after the pass of an earlier one (OpenTofu
+	// skipped the pass): the deployment's own verdict is the node's.
+	failed := verdict.Verdict{Node: "web1", Toplevel: "/nix/store/b", ExitCode: 1}
+	raw = state(t, map[string]verdict.Verdict{"web1": failed}, map[string]int{"web1": 1},
+		map[string]verdict.Verdict{"web1": {Node: "web1", Toplevel: "/nix/store/a", OK: true}}, "web1")
+	got, err = readStates(raw, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := got["web1"]; st.verdict.OK || st.verdict.Toplevel != "/nix/store/b" || st.exitCode != 1 {
+		t.Errorf("web1 (a failed deploy after an earlier pass): %+v, want the deploy's failed verdict", st)
 	}
 	if _, err := readStates([]byte(`{"version": 3}`), false); err == nil {
 		t.Error("a state of format 3 was read")

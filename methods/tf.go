@@ -4,10 +4,11 @@ import (
 	"bufio"
 	"context"
 	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/switchyard-nix/switchyard/pool"
 	"io"
 	"os"
 	"os/exec"
@@ -21,6 +22,7 @@ import (
 	"github.com/switchyard-nix/switchyard/plan"
 	"github.com/switchyard-nix/switchyard/plan/definition"
 	"github.com/switchyard-nix/switchyard/plan/method"
+	"github.com/switchyard-nix/switchyard/pool"
 	"github.com/switchyard-nix/switchyard/provider"
 	"github.com/switchyard-nix/switchyard/rollout"
 	"github.com/switchyard-nix/switchyard/tofu"
@@ -571,6 +573,17 @@ func (r *tfRun) states(ctx context.Context) (map[string]nodeState, error) {
 
 // readStates is each node's recorded verdict in a state: its deployment's, or for a
 // tenant (tenants) the pass's after registration (SPEC 7.1), when the graph got that far.
+// follows says whether a switchyard_verdict's pass followed the deployment's
+// current deploy: its deployment attribute is the digest of that deploy's verdict
+// (tofu.LayoutConfig). A deploy that failed, or whose identity or DNS resource failed
+// after it, leaves the pass of an earlier deploy in state, which OpenTofu skipped:
+// that verdict is not the node's.
+func follows(pass, deployment map[string]any) bool {
+	v, _ := deployment["verdict"].(string)
+	sum := sha256.Sum256([]byte(v))
+	return pass["deployment"] == hex.EncodeToString(sum[:])
+}
+
 func readStates(raw []byte, tenants bool) (map[string]nodeState, error) {
 	resources, err := tofu.ResourcesOf(raw, tofu.ResourceType, tofu.VerdictType)
 	if err != nil {
@@ -579,7 +592,7 @@ func readStates(raw []byte, tenants bool) (map[string]nodeState, error) {
 	deployments := resources[tofu.ResourceType]
 	if tenants {
 		for node, attrs := range resources[tofu.VerdictType] {
-			if d, ok := deployments[node]; ok {
+			if d, ok := deployments[node]; ok && follows(attrs, d) {
 				d["verdict"], d["exit_code"] = attrs["verdict"], attrs["exit_code"]
 			}
 		}
