@@ -62,9 +62,10 @@ const MagicCookieEnv = "TF_PLUGIN_MAGIC_COOKIE"
 // IsPlugin says whether this process was started as a provider plugin.
 func IsPlugin() bool { return os.Getenv(MagicCookieEnv) != "" }
 
-// Serve serves the provider over the plugin protocol until OpenTofu stops it, its
-// diagnostics redacted (redacting).
+// Serve serves the provider over the plugin protocol until OpenTofu stops it or
+// dies, its diagnostics redacted (redacting).
 func Serve(ctx context.Context) error {
+	exitWithParent()
 	return tf6server.Serve(Address, func() tfprotov6.ProviderServer {
 		return newRedacting(providerserver.NewProtocol6(New())())
 	})
