@@ -36,6 +36,10 @@ type Result struct {
 	// Journal is what this body found from the journal entry of a killed run and did
 	// about it (the log line's text), "" when there was none.
 	Journal string
+	// Late is why ExitCode is above the verdict's: what failed after the report
+	// (finalize), as the conclude log event names it. A caller whose operator sees
+	// no log events (the provider's diagnostics) says it from here.
+	Late []string
 }
 
 // pollInterval is the pause between two samples of the node.
@@ -143,7 +147,11 @@ func (d *Deploy) Run(ctx context.Context) Result {
 		r.raise(pe.code, p.name+": "+err.Error())
 		stopped = stopped || pe.stop
 	}
-	return Result{Verdict: r.v, ExitCode: r.exit, Journal: r.journalNote}
+	res := Result{Verdict: r.v, ExitCode: r.exit, Journal: r.journalNote}
+	if r.exit > r.v.ExitCode {
+		res.Late = r.lateReasons()
+	}
+	return res
 }
 
 func (p phase) runsIn(verdictOnlyPass bool) bool {

@@ -266,13 +266,18 @@ func (r *run) conclude(ctx context.Context) error {
 	if r.exit <= r.v.ExitCode {
 		return nil
 	}
+	r.log("error", "%s: conclude: exit %d, not the reported verdict's %d: %s",
+		r.d.Node, r.exit, r.v.ExitCode, strings.Join(r.lateReasons(), "; "))
+	return nil
+}
+
+// lateReasons are the reasons raised after the report: those the verdict lacks.
+func (r *run) lateReasons() []string {
 	var late []string
 	for _, why := range r.reasons {
 		if !slices.Contains(r.v.Reasons, why) {
 			late = append(late, why)
 		}
 	}
-	r.log("error", "%s: conclude: exit %d, not the reported verdict's %d: %s",
-		r.d.Node, r.exit, r.v.ExitCode, strings.Join(late, "; "))
-	return nil
+	return late
 }

@@ -2,6 +2,7 @@ package effects_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -239,5 +240,24 @@ func TestFencedStepRenewsLease(t *testing.T) {
 	}
 	if s.Lock != "" {
 		t.Errorf("lock left: %q", s.Lock)
+	}
+}
+
+// failingFinalize answers for a Node, but cannot install the boot entry.
+type failingFinalize struct{ *effectstest.Node }
+
+func (f failingFinalize) FinalizeBootloader(context.Context, string) error {
+	return errors.New("install the boot entry: no init in the toplevel")
+}
+
+// A finalize that fails after the report raises the exit code to 3, and the result
+// says why (Late), for a caller whose operator sees no log events (issue 31 item 10).
+func TestFinalizeFailureIsLate(t *testing.T) {
+	f := failingFinalize{effectstest.Load(t, "healthy")}
+	d, _ := lockedDeploy(f, f.Toplevel, testConfig(false))
+	res := d.Run(context.Background())
+	if res.ExitCode != 3 || !res.Verdict.OK || len(res.Late) != 1 ||
+		res.Late[0] != "finalize: setting the system profile and boot entry: install the boot entry: no init in the toplevel" {
+		t.Errorf("exit %d, verdict ok %v, late %q; log %v", res.ExitCode, res.Verdict.OK, res.Late, f.Log())
 	}
 }

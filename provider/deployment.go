@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"time"
 
@@ -372,9 +373,10 @@ func (d *deployment) hold(ctx context.Context, m, prior *deploymentModel, reason
 }
 
 // verdictFailure is the diagnostic of a failed pass: its summary, and its detail
-// naming the node and why.
+// naming the node and why: the verdict's reasons and what failed after the report
+// (finalize), which the operator of a tf method sees only here.
 func verdictFailure(node string, res effects.Result) (summary, detail string) {
-	why := strings.Join(res.Verdict.Reasons, "; ")
+	why := strings.Join(append(slices.Clip(res.Verdict.Reasons), res.Late...), "; ")
 	if why == "" {
 		why = fmt.Sprintf("exit %d", res.ExitCode)
 	}

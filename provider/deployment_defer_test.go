@@ -32,3 +32,26 @@ func TestDeferrable(t *testing.T) {
 		}
 	}
 }
+
+// TestVerdictFailure: the diagnostic names why, the verdict's reasons and then what
+// failed after the report (issue 31 item 10), never only the exit code when a
+// reason is known.
+func TestVerdictFailure(t *testing.T) {
+	for _, c := range []struct {
+		res  effects.Result
+		want string
+	}{
+		{effects.Result{ExitCode: 3, Verdict: verdict.Verdict{OK: true}, Late: []string{"finalize: install the boot entry: no init"}},
+			"web1: finalize: install the boot entry: no init"},
+		{effects.Result{ExitCode: 1, Verdict: verdict.Verdict{Reasons: []string{"failed units: a.service"}}},
+			"web1: failed units: a.service"},
+		{effects.Result{ExitCode: 3, Verdict: verdict.Verdict{Reasons: []string{"x"}}, Late: []string{"finalize: y"}},
+			"web1: x; finalize: y"},
+		{effects.Result{ExitCode: 3}, "web1: exit 3"},
+	} {
+		summary, detail := verdictFailure("web1", c.res)
+		if detail != c.want || summary != "web1: verdict failed (exit "+string(rune('0'+c.res.ExitCode))+")" {
+			t.Errorf("%+v: %q, %q; want detail %q", c.res, summary, detail, c.want)
+		}
+	}
+}

@@ -27,7 +27,9 @@ let
 
   # A toplevel: `units` are unit files, `wants` maps a target to the units it wants,
   # `files` are extra files under the toplevel (etc/switchyard/chain, .link files, ...).
-  toplevel = { name, units ? { }, wants ? { }, files ? { } }:
+  # `init = false` leaves out stage 2 (a container's /sbin/init target): the boot
+  # entry cannot be installed.
+  toplevel = { name, units ? { }, wants ? { }, files ? { }, init ? true }:
     let
       unitNames = builtins.attrNames units;
       targets = builtins.attrNames wants;
@@ -54,8 +56,9 @@ let
         printf '%s\n' "${name}${tag}" > $out/nixos-version
         # What a boot entry names (the VM tier boots them): stage 2, and the kernel and
         # initrd, which are the Debian node's own (this fixture stands in for NixOS).
+        ${if init then ''
         /bin/sed "s|@out@|$out|g" $stage2 > $out/init
-        /bin/chmod +x $out/init
+        /bin/chmod +x $out/init'' else ": no stage 2"}
         /bin/ln -s /boot/vmlinuz $out/kernel
         /bin/ln -s /boot/initrd.img $out/initrd
         printf '%s' "${kernelParams}" > $out/kernel-params

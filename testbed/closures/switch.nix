@@ -76,4 +76,13 @@
     };
     wants."multi-user.target" = [ "hello.service" "move-ssh-port.service" ];
   };
+
+  # Healthy, but without stage 2 ($out/init): the activation works, finalize cannot
+  # point a container's /sbin/init at it (exit 3 after a verdict that passed).
+  no-init = toplevel {
+    name = "no-init";
+    init = false;
+    units."hello.service" = hello;
+    wants."multi-user.target" = [ "hello.service" ];
+  };
 }
