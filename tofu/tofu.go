@@ -247,7 +247,7 @@ func LayoutConfig(nodes []Node, b Backend, subset bool, tenant *Tenant, layout L
 		leaving := "setsubtract(keys(try(" + SelfRead + ".outputs.deployments, {})), keys(local.nodes))"
 		cfg["check"] = map[string]any{"nodes_leaving": map[string]any{"assert": []any{map[string]any{
 			"condition":     "${length(" + leaving + ") == 0}",
-			"error_message": "${format(\"leaving the state (forgotten; the machines are not touched): %s\", join(\", \", sort(" + leaving + ")))}",
+			"error_message": "${format(\"" + leavingWarning(instances) + ": %s\", join(\", \", sort(" + leaving + ")))}",
 		}}}}
 	}
 	out, err := json.MarshalIndent(cfg, "", "  ")
@@ -255,6 +255,16 @@ func LayoutConfig(nodes []Node, b Backend, subset bool, tenant *Tenant, layout L
 		return nil, err
 	}
 	return append(out, '\n'), nil
+}
+
+// leavingWarning is the plan's warning of nodes that left the tree (removed, or
+// disabled): what the apply does to them. A node's Incus instance is a resource of
+// the state too (tf-incus), so the apply deletes it; a tf node is only forgotten.
+func leavingWarning(instances bool) string {
+	if instances {
+		return "leaving the tree (the apply deletes their Incus instances and forgets their deployments)"
+	}
+	return "leaving the state (forgotten; the machines are not touched)"
 }
 
 // PluginPath is where the filesystem mirror under pluginsDir holds the provider

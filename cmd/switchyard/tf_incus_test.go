@@ -170,6 +170,23 @@ func TestTFIncusApplyPlanDestroy(t *testing.T) {
 		t.Errorf("web2 touched: %q", logMsgs(r))
 	}
 
+	// Issue 31 item 7: web2 leaves the tree. The plan's warning says what the apply
+	// does (its instance is deleted), and the apply does that, leaving web1 alone.
+	plantest.WriteTree(t, tree, plantest.Tree{Nodes: []plantest.Node{{Name: "web1", Image: alias}}, Methods: inProject(project)})
+	r = switchyard(t, env, "tf-incus", "plan", "--tree", tree, "--output", "json")
+	wantCode(t, r, 0)
+	if msgs := strings.Join(logMsgs(r), "\n"); !strings.Contains(msgs, "leaving the tree (the apply deletes their Incus instances and forgets their deployments): web2") {
+		t.Errorf("the plan does not say that web2's instance will be deleted:\n%s", msgs)
+	}
+	r = switchyard(t, env, "tf-incus", "apply", "--tree", tree, "--output", "json")
+	wantCode(t, r, 0)
+	if got := instances(t, project); len(got) != 1 || got["web1"] != "RUNNING" {
+		t.Errorf("instances after web2 left the tree: %v, want web1 alone", got)
+	}
+	if countLogs(r, "web1", "Destroying") != 0 || countLogs(r, "web1", "Creating") != 0 {
+		t.Errorf("web1 touched when web2 left: %q", logMsgs(r))
+	}
+
 	r = switchyard(t, env, "tf-incus", "destroy", "--tree", tree, "--output", "json")
 	wantCode(t, r, 0)
 	if got := instances(t, project); len(got) != 0 {
