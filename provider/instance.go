@@ -239,9 +239,14 @@ func (r *instance) cacheImage(ctx context.Context, project, fp string) error {
 		if _, gerr := r.c.Image(ctx, project, fp); gerr == nil {
 			return nil // copied meanwhile by someone else
 		}
+		return err
 	}
-	return err
+	return r.c.SetImageProperties(ctx, project, fp, map[string]string{cachedProperty: "true"})
 }
+
+// cachedProperty marks an image switchyard cached in a project (cacheImage), the
+// only images the project's delete removes: the others are the tenant's.
+const cachedProperty = "switchyard.cached"
 
 // waitBooted waits, at most bootTimeout, until systemd in the instance has
 // finished booting ("running" or "degraded"). Right after the start the system

@@ -40,8 +40,8 @@ type projectModel struct {
 }
 
 // project is the switchyard_incus_project resource: an Incus project (a
-// tenant's, for tf-incus-operator). Delete removes the images cached in it and
-// then the project, and refuses while instances are in it.
+// tenant's, for tf-incus-operator). Delete removes the images switchyard cached in
+// it and then the project, and refuses while instances or images of others are in it.
 type project struct {
 	c   *api.Client
 	err error // the remote could not be opened
@@ -69,7 +69,8 @@ func (r *project) Metadata(_ context.Context, req resource.MetadataRequest, resp
 func (r *project) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	resp.Schema = schema.Schema{
 		Description: "An Incus project. Kept close to the public Incus provider's incus_project. Delete removes the images " +
-			"cached in it (when it has its own images) and then the project; it refuses while instances are in it.",
+			"switchyard cached in it (when it has its own images) and then the project; it refuses while instances, or " +
+			"images switchyard did not cache, are in it.",
 		Attributes: map[string]schema.Attribute{
 			"name": schema.StringAttribute{Required: true, Description: "the project's name",
 				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()}},
@@ -210,10 +211,12 @@ func (r *project) Update(ctx context.Context, req resource.UpdateRequest, resp *
 	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
 }
 
-// Delete deletes the images cached in the project when it has images of its
-// own (features.images true; otherwise the images it shows are the default
-// project's), then the project. A project that still holds instances is not
-// touched: the error names them. A project already gone is deleted.
+// Delete deletes the images switchyard cached in the project (cachedProperty)
+// when it has images of its own (features.images true; otherwise the images it
+// shows are the default project's), then the project. A project that still holds
+// instances is not touched, and one that holds images switchyard did not cache
+// (the tenant's own uploads) is left with them: the error names them. A project
+// already gone is deleted.
 func (r *project) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
 	var m projectModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &m)...)
@@ -252,16 +255,36 @@ func (r *project) Delete(ctx context.Context, req resource.DeleteRequest, resp *
 			fail("list images", err)
 			return
 		}
+		var theirs []string
 		for _, img := range images {
+			if img.Properties[cachedProperty] != "true" {
+				theirs = append(theirs, imageLabel(img))
+				continue
+			}
 			if err := r.c.DeleteImage(ctx, name, img.Fingerprint); err != nil && !api.IsNotFound(err) {
 				fail("delete image "+shortFingerprint(img.Fingerprint), err)
 				return
 			}
 		}
+		if len(theirs) > 0 {
+			sort.Strings(theirs)
+			fail("delete", fmt.Errorf("the project still holds %d image(s) switchyard did not cache there: %s; delete them first",
+				len(theirs), strings.Join(theirs, ", ")))
+			return
+		}
 	}
 	if err := r.c.DeleteProject(ctx, name); err != nil && !api.IsNotFound(err) {
 		fail("delete", err)
 	}
+}
+
+// imageLabel names an image: its short fingerprint and aliases.
+func imageLabel(img api.Image) string {
+	label := shortFingerprint(img.Fingerprint)
+	for _, a := range img.Aliases {
+		label += " " + a.Name
+	}
+	return label
 }
 
 // shortFingerprint is the 12 first characters of an image's fingerprint, as

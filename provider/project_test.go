@@ -2,6 +2,10 @@ package provider
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -276,6 +280,24 @@ func TestProjectResource(t *testing.T) {
 	if idresp.Diagnostics.HasError() {
 		t.Fatalf("delete instance: %v", idresp.Diagnostics)
 	}
+	// Issue 31 item 8: an image the tenant uploaded stays. The delete removes the
+	// cached image only, and refuses, naming the tenant's image, to delete the
+	// project around it; once the tenant's image is gone the project goes.
+	tenantImage := importTinyImage(t, name, "tenant-upload")
+	dresp = resource.DeleteResponse{}
+	r.Delete(ctx, resource.DeleteRequest{State: state}, &dresp)
+	if !dresp.Diagnostics.HasError() || !strings.Contains(dresp.Diagnostics.Errors()[0].Detail(), "tenant-upload") {
+		t.Fatalf("delete of a project holding the tenant's image: %v, want an error naming it", dresp.Diagnostics)
+	}
+	if _, err := r.c.Image(ctx, name, tenantImage); err != nil {
+		t.Errorf("the tenant's image after the project's delete: %v", err)
+	}
+	if _, err := r.c.Image(ctx, name, alias.Target); !api.IsNotFound(err) {
+		t.Errorf("the cached image after the project's delete: %v, want gone", err)
+	}
+	if err := r.c.DeleteImage(ctx, name, tenantImage); err != nil {
+		t.Fatal(err)
+	}
 	dresp = resource.DeleteResponse{}
 	r.Delete(ctx, resource.DeleteRequest{State: state}, &dresp)
 	if dresp.Diagnostics.HasError() {
@@ -399,4 +421,31 @@ func toAddrs(list []string) []api.InstanceAddress {
 		out[i] = api.InstanceAddress{Address: a}
 	}
 	return out
+}
+
+// importTinyImage imports an image of an empty root file system into project
+// under alias, as a tenant uploading an image of its own would, and returns its
+// fingerprint.
+func importTinyImage(t *testing.T, project, alias string) string {
+	t.Helper()
+	dir := t.TempDir()
+	meta := fmt.Sprintf("architecture: x86_64\ncreation_date: %d\nproperties:\n  description: a tenant's upload\n", time.Now().Unix())
+	if err := os.MkdirAll(filepath.Join(dir, "rootfs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "metadata.yaml"), []byte(meta), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tarball := filepath.Join(t.TempDir(), "tiny.tar.gz")
+	if out, err := exec.Command("tar", "-C", dir, "-czf", tarball, "metadata.yaml", "rootfs").CombinedOutput(); err != nil {
+		t.Fatalf("tar: %v: %s", err, out)
+	}
+	if out, err := exec.Command("incus", "image", "import", tarball, "--project", project, "--alias", alias).CombinedOutput(); err != nil {
+		t.Fatalf("incus image import: %v: %s", err, out)
+	}
+	out, err := exec.Command("incus", "image", "list", "--project", project, alias, "--format", "csv", "-c", "F").Output()
+	if err != nil || len(strings.TrimSpace(string(out))) < 12 {
+		t.Fatalf("incus image list %s: %q, %v", alias, out, err)
+	}
+	return strings.TrimSpace(string(out))
 }

@@ -28,6 +28,14 @@ func (c *Client) DeleteImage(ctx context.Context, project, fingerprint string) e
 	return err
 }
 
+// SetImageProperties sets properties of the image of fingerprint in project,
+// keeping its others (PATCH merges them).
+func (c *Client) SetImageProperties(ctx context.Context, project, fingerprint string, props map[string]string) error {
+	_, err := c.call(ctx, http.MethodPatch, withProject("/1.0/images/"+url.PathEscape(fingerprint), project),
+		map[string]any{"properties": props}, "")
+	return err
+}
+
 // CopyImage copies the image of fingerprint from project from into project to
 // and waits until it is there. The export is streamed into the upload as the
 // daemon sends it (a unified tarball, or the multipart form of a split image,

@@ -91,6 +91,8 @@ type Image struct {
 	Architecture string       `json:"architecture"`
 	Type         string       `json:"type"`
 	Size         int64        `json:"size"`
+	// Properties are the image's free-form properties (os, release, ...).
+	Properties map[string]string `json:"properties,omitempty"`
 }
 
 func instancePath(name string, sub ...string) string {
