@@ -37,6 +37,7 @@ type instanceModel struct {
 	Config   types.Map    `tfsdk:"config"`
 	Devices  types.Map    `tfsdk:"devices"`
 	Status   types.String `tfsdk:"status"`
+	UUID     types.String `tfsdk:"uuid"`
 }
 
 // bootTimeout bounds the wait for systemd to finish booting a new instance.
@@ -101,6 +102,11 @@ func (r *instance) Schema(_ context.Context, _ resource.SchemaRequest, resp *res
 			"id": schema.StringAttribute{Computed: true, Description: "<project>/<name>",
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},
 			"status": schema.StringAttribute{Computed: true, Description: "the instance's status (Running, Stopped, ...)"},
+			// What changes only when the instance is made anew (its replacement), unlike
+			// the resource as a whole, which an in-place update (limits) changes too:
+			// the trigger of what a new instance lacks (its agent's token, its deploy).
+			"uuid": schema.StringAttribute{Computed: true, Description: "the instance's volatile.uuid: new with each new instance",
+				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},
 		},
 	}
 }
@@ -139,6 +145,7 @@ func (r *instance) Create(ctx context.Context, req resource.CreateRequest, resp 
 	// follows fails, so OpenTofu marks it tainted and replaces (deletes) it later.
 	m.ID = types.StringValue(project + "/" + name)
 	m.Status = types.StringValue(api.StatusStopped)
+	m.UUID = types.StringValue("")
 	defer func() { resp.Diagnostics.Append(resp.State.Set(ctx, &m)...) }()
 	if err := r.c.SetState(ctx, project, name, "start", false); err != nil {
 		fail("start", err)
@@ -153,6 +160,7 @@ func (r *instance) Create(ctx context.Context, req resource.CreateRequest, resp 
 		return
 	}
 	m.Status = types.StringValue(inst.Status)
+	m.UUID = types.StringValue(inst.Config["volatile.uuid"])
 	if inst.Status != api.StatusRunning && !resp.Diagnostics.HasError() {
 		fail("start", fmt.Errorf("status %s after the start", inst.Status))
 	}
@@ -319,6 +327,7 @@ func (m *instanceModel) fill(ctx context.Context, inst *api.Instance) diag.Diagn
 	var diags, d diag.Diagnostics
 	m.ID = types.StringValue(m.Project.ValueString() + "/" + m.Name.ValueString())
 	m.Status = types.StringValue(inst.Status)
+	m.UUID = types.StringValue(inst.Config["volatile.uuid"])
 	if inst.Type != "" {
 		m.Type = types.StringValue(inst.Type)
 	}
@@ -418,9 +427,10 @@ func (r *instance) Update(ctx context.Context, req resource.UpdateRequest, resp 
 		return
 	}
 	m.ID = types.StringValue(project + "/" + name)
-	m.Status = prior.Status
+	m.Status, m.UUID = prior.Status, prior.UUID
 	if inst, err := r.c.Instance(ctx, project, name); err == nil {
 		m.Status = types.StringValue(inst.Status)
+		m.UUID = types.StringValue(inst.Config["volatile.uuid"])
 	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
 }

@@ -141,6 +141,7 @@ func TestSchema(t *testing.T) {
 		"devices":  {"optional", tftypes.Map{ElementType: tftypes.Map{ElementType: str}}},
 		"id":       {"computed", str},
 		"status":   {"computed", str},
+		"uuid":     {"computed", str},
 	})
 }
 

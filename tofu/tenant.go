@@ -120,8 +120,9 @@ func addTenant(cfg map[string]any, nodes []Node, each map[string]any, t *Tenant)
 			"node":           "${each.key}",
 			"incus_instance": "${" + InstanceType + "." + ResourceName + "[each.key].name}",
 			"incus_project":  "${" + InstanceType + "." + ResourceName + "[each.key].project}",
-			// A new instance holds no token: it gets a new one.
-			"lifecycle": map[string]any{"replace_triggered_by": []string{InstanceType + "." + ResourceName + "[each.key]"}},
+			// A new instance holds no token: it gets a new one. Only a new one: an
+			// instance changed in place (limits) keeps its agent and token.
+			"lifecycle": map[string]any{"replace_triggered_by": []string{InstanceType + "." + ResourceName + "[each.key].uuid"}},
 			// The identity is given to a deployed node: what waits for it there (the
 			// agent's path unit, units failing without it) is judged by the pass
 			// after registration, and a node whose deploy failed gets none.

@@ -206,9 +206,10 @@ func LayoutConfig(nodes []Node, b Backend, subset bool, tenant *Tenant, layout L
 				"drv":            "${each.value.drv}",
 				"incus_instance": "${" + instance + ".name}",
 				"incus_project":  "${" + instance + ".project}",
-				// A replaced (or changed) instance is deployed again: a new
-				// instance runs nothing of the old one's.
-				"lifecycle": map[string]any{"replace_triggered_by": []string{instance}},
+				// A replaced instance is deployed again: a new instance runs
+				// nothing of the old one's. One changed in place (limits) runs
+				// what it ran: its deployment stays.
+				"lifecycle": map[string]any{"replace_triggered_by": []string{instance + ".uuid"}},
 			}},
 		}
 	case len(nodes) > 0:
