@@ -205,7 +205,9 @@ func (r *tfRun) run(ctx context.Context) (int, error) {
 	if code, err := r.submissions(ctx); err != nil {
 		return code, err
 	}
-	if err := r.layout(ctx, subset); err != nil {
+	if err := r.layout(ctx, subset); errors.Is(err, ErrRefused) {
+		return ExitRefused, err
+	} else if err != nil {
 		return ExitInfra, err
 	}
 	if subset {
@@ -326,8 +328,9 @@ func subsetAddresses(nodes []tofu.Node, tenant *tofu.Tenant, layout tofu.Layout)
 
 // layout places the nodes' deployments in the configuration once the state can be
 // read. A staged rollout (apply, and plan showing what apply would do) gives every
-// node a block of its own, ordered by stages of the nodes that change: those
-// whose state records another derivation or a failed (or held) verdict, or none. A
+// node a block of its own, ordered by stages of the nodes that change: those whose
+// deployment a refreshed plan changes (another derivation, a failed or held
+// verdict, a node that drifted), or that the state lacks. A
 // subset run keeps every node where the state holds it: OpenTofu refuses to move a
 // resource that is not targeted. Other runs keep the shared block, which takes the
 // nodes of a past rollout back (moved blocks).
@@ -343,7 +346,7 @@ func (r *tfRun) layout(ctx context.Context, subset bool) error {
 		}
 		return r.ws.Relayout(tofu.Layout{Own: own})
 	}
-	recorded, err := tofu.Deployments(raw)
+	planned, err := r.plannedChanges(ctx)
 	if err != nil {
 		return err
 	}
@@ -351,9 +354,8 @@ func (r *tfRun) layout(ctx context.Context, subset bool) error {
 	changed := map[string]bool{}
 	for _, n := range r.p.Nodes {
 		names = append(names, n.Name)
-		attrs, found := recorded[n.Name]
-		ok, _ := attrs["ok"].(bool)
-		changed[n.Name] = !found || !ok || attrs["drv"] != r.drvs[n.Name]
+		c, found := planned[n.Name]
+		changed[n.Name] = c || !found
 	}
 	stages := rollout.Stages(names, changed, r.rollout)
 	for _, st := range stages {
@@ -363,6 +365,32 @@ func (r *tfRun) layout(ctx context.Context, subset bool) error {
 		return err
 	}
 	return r.tf.SetEnv(r.ws.Env)
+}
+
+// plannedChanges is, per node, whether a plan of the configuration as it stands
+// (refreshed: every deployment's Read asks its node) changes its deployment: what
+// a rollout stages. The state alone is a record: a node rolled back by hand since
+// the last apply still reads as on its generation there, and would land in the
+// first stage, past the canary (issue 31 item 2). The plan is the operator's to
+// see in the apply; this one is not streamed.
+func (r *tfRun) plannedChanges(ctx context.Context) (map[string]bool, error) {
+	planFile := filepath.Join(r.ws.Dir, "switchyard-rollout.tfplan")
+	defer os.Remove(planFile)
+	r.tf.SetStdout(io.Discard)
+	r.tf.SetStderr(io.Discard)
+	defer r.streams()
+	_, err := r.tf.Plan(ctx, tfexec.Out(planFile), tfexec.Parallelism(r.width()))
+	if lerr := lockRefusal(false, err); lerr != nil {
+		return nil, lerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("rollout: the plan its stages come from: %s", oneLine(err))
+	}
+	p, err := r.tf.ShowPlanFile(ctx, planFile)
+	if err != nil {
+		return nil, fmt.Errorf("rollout: tofu show of the plan its stages come from: %s", oneLine(err))
+	}
+	return tofu.ChangedNodes(p), nil
 }
 
 // submissions reads the state before the run (r.before) and, from it, the groups'
