@@ -3,6 +3,7 @@ package tofu
 import (
 	"fmt"
 	"sort"
+	"strings"
 )
 
 // Tenant is what tf-incus-operator adds to the graph of its Incus nodes (SPEC 7.1):
@@ -194,8 +195,18 @@ func addTenant(cfg map[string]any, nodes []Node, each map[string]any, t *Tenant)
 				"ttl":      "${each.value.ttl}",
 				"records":  "${each.value.records}",
 			}
-			if name == "record" && len(addresses) > 0 {
-				r["depends_on"] = []string{RRsetType + ".address"}
+			if name == "record" {
+				var after []string
+				if len(addresses) > 0 {
+					after = append(after, RRsetType+".address")
+				}
+				if namesANode(d, nodes) {
+					// An MX, CNAME or SRV naming a node: the node's own addresses first.
+					after = append(after, RRsetType+".node_a", RRsetType+".node_aaaa")
+				}
+				if len(after) > 0 {
+					r["depends_on"] = after
+				}
 			}
 			rrsets[name] = r
 		}
@@ -225,6 +236,28 @@ func addTenant(cfg map[string]any, nodes []Node, each map[string]any, t *Tenant)
 		res[RRsetType] = rrsets
 	}
 	return nil
+}
+
+// namesANode says whether a record of the tree's other RRsets (MX, CNAME, SRV,
+// ...) points at a node's own name, <node>.<Domain>, whose A and AAAA records
+// switchyard publishes: the target is the record's last field, as in every type
+// that names a host.
+func namesANode(d *DNS, nodes []Node) bool {
+	names := map[string]bool{}
+	for _, n := range nodes {
+		names[strings.ToLower(n.Name+"."+d.Domain)] = true
+	}
+	for _, r := range d.RRsets {
+		if r.Type == "A" || r.Type == "AAAA" {
+			continue
+		}
+		for _, rec := range r.Records {
+			if f := strings.Fields(rec); len(f) > 0 && names[strings.ToLower(f[len(f)-1])] {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func escapeAll(ss []string) []string {

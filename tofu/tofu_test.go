@@ -355,6 +355,17 @@ func TestTenantConfig(t *testing.T) {
 	if got := res[RRsetType]["record"]["depends_on"]; fmt.Sprint(got) != "[switchyard_dns_rrset.address]" {
 		t.Errorf("the MX does not follow the addresses: %v", got)
 	}
+	// Issue 31 item 6: an MX naming a node follows the node's own addresses.
+	tenant.DNS.RRsets[1].Records = []string{"10 WEB1.t.example."}
+	if b, err = TenantConfig(nodes, Backend{Path: "/s"}, false, tenant); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Resource[RRsetType]["record"]["depends_on"]; fmt.Sprint(got) != "[switchyard_dns_rrset.address switchyard_dns_rrset.node_a switchyard_dns_rrset.node_aaaa]" {
+		t.Errorf("the MX naming web1 does not follow web1's addresses: %v", got)
+	}
 	if got := res[ResourceType]["node"]["defer_verdict"]; got != true {
 		t.Errorf("deployment defer_verdict %v", got)
 	}
