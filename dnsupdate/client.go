@@ -302,7 +302,33 @@ func (c *Client) Apply(ctx context.Context, zone string, have *RRset, want RRset
 	if _, err := c.exchange(ctx, "update", m, false); err != nil {
 		return true, err
 	}
+	// A NOERROR answer is not the server's word that it holds want: RFC 2136
+	// (3.4.2.2) has it ignore, silently, a CNAME added at a name with other data
+	// and other data added at a CNAME. So the RRset is read back.
+	have2, found, err := c.Read(ctx, zone, want.Name, want.Type)
+	if err != nil {
+		return true, fmt.Errorf("reading %s %s back after the update: %w", want.Name, want.Type, err)
+	}
+	if found != (len(want.Records) > 0) || (found && !slices.Equal(sorted(have2.Records), sorted(want.Records))) {
+		return true, &IgnoredError{Want: want, Have: have2, Found: found}
+	}
 	return true, nil
+}
+
+// IgnoredError is an update the server answered NOERROR but did not make: it holds
+// Have (Found false: no such RRset) where Want was written.
+type IgnoredError struct {
+	Want, Have RRset
+	Found      bool
+}
+
+func (e *IgnoredError) Error() string {
+	holds := "no such RRset"
+	if e.Found {
+		holds = strings.Join(e.Have.Records, ", ")
+	}
+	return fmt.Sprintf("the server ignored the update of %s %s: it holds %s, not %s (RFC 2136 servers ignore a CNAME next to other records at a name, and other records next to a CNAME)",
+		e.Want.Name, e.Want.Type, holds, strings.Join(e.Want.Records, ", "))
 }
 
 // deleteMsg builds the update removing the whole RRset name/typ.

@@ -256,3 +256,43 @@ func TestServerWrongKey(t *testing.T) {
 		})
 	}
 }
+
+// Issue 31 item 5, against real bind9 and knot: an update the server answers
+// NOERROR but ignores (RFC 2136 3.4.2.2: other data next to a CNAME, a CNAME next
+// to other data) is an error naming the RRset and what the server holds.
+func TestServerIgnoredUpdate(t *testing.T) {
+	for _, kind := range dnsserver.Kinds() {
+		t.Run(kind, func(t *testing.T) {
+			s := dnsserver.Start(t, kind, "tenant.test", "hmac-sha256")
+			c := &dnsupdate.Client{Server: s.Addr, Key: s.Key}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			cname := dnsupdate.RRset{Name: "alias.tenant.test.", Type: "CNAME", TTL: 60, Records: canon(t, "CNAME", s.Zone, "www")}
+			if _, err := c.Apply(ctx, s.Zone, nil, cname); err != nil {
+				t.Fatal(err)
+			}
+			a := dnsupdate.RRset{Name: "alias.tenant.test.", Type: "A", TTL: 60, Records: canon(t, "A", s.Zone, "192.0.2.7")}
+			_, err := c.Apply(ctx, s.Zone, nil, a)
+			var ignored *dnsupdate.IgnoredError
+			if err == nil {
+				_, recs := s.Query(t, a.Name, "A")
+				t.Fatalf("an A next to a CNAME: no error; the server holds A %v", recs)
+			}
+			t.Logf("an A next to a CNAME: %v", err)
+			if errors.As(err, &ignored) && (ignored.Found || !strings.Contains(err.Error(), "alias.tenant.test. A: it holds no such RRset, not 192.0.2.7")) {
+				t.Errorf("the error does not say what the server holds: %v", err)
+			}
+
+			host := dnsupdate.RRset{Name: "host.tenant.test.", Type: "A", TTL: 60, Records: canon(t, "A", s.Zone, "192.0.2.8")}
+			if _, err := c.Apply(ctx, s.Zone, nil, host); err != nil {
+				t.Fatal(err)
+			}
+			over := dnsupdate.RRset{Name: "host.tenant.test.", Type: "CNAME", TTL: 60, Records: canon(t, "CNAME", s.Zone, "www")}
+			if _, err := c.Apply(ctx, s.Zone, nil, over); err == nil {
+				t.Errorf("a CNAME next to an A: no error")
+			} else {
+				t.Logf("a CNAME next to an A: %v", err)
+			}
+		})
+	}
+}
