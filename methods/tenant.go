@@ -137,6 +137,12 @@ func tenantDNS(d *merge.Deployment, s merge.Settings, t *tofu.Tenant, nodes []to
 				return &field.Error{Source: d.Definition.Source, Path: at.Key(name).Key(typ),
 					Reason: fmt.Sprintf("%s is node %s's name: its %s records are its addresses as Incus reports them", name, name, typ)}
 			}
+			if typ == "CNAME" && nodeNames[strings.ToLower(name)] {
+				// The server would ignore the CNAME, or the node's addresses after it
+				// (RFC 2136 3.4.2.2): a CNAME is a name's only record.
+				return &field.Error{Source: d.Definition.Source, Path: at.Key(name).Key(typ),
+					Reason: fmt.Sprintf("%s is node %s's name, which holds its addresses: a CNAME is a name's only record", name, name)}
+			}
 			set := tofu.RRset{Name: owner, Type: typ, TTL: int(r.TTL)}
 			for i, v := range values {
 				c, err := dnsupdate.Canonical(typ, v, fqdn)

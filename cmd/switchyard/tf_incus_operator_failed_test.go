@@ -57,6 +57,19 @@ func TestTFIncusOperatorFailedDeployNotOldVerdict(t *testing.T) {
 			t.Errorf("%s: verdict %v, want not ok, switch never-confirmed\n%s", node, v, strings.Join(logMsgs(r), "\n"))
 		}
 	}
+
+	// Issue 31 item 5: a CNAME at a node's name (which holds its addresses) is
+	// refused before anything runs: the server would ignore one or the other.
+	updates := b.dns.Updates(t)
+	writeOperatorTree(t, b, map[string]any{"records": map[string]any{"web1": map[string]any{"CNAME": []string{"front"}}}})
+	r = op("apply", "--tree", b.tree, "--output", "json")
+	wantCode(t, r, 2)
+	if !strings.Contains(r.stderr, "web1.CNAME") || !strings.Contains(r.stderr, "a CNAME is a name's only record") {
+		t.Errorf("a CNAME at web1: %q, want the field and why", r.stderr)
+	}
+	if n := b.dns.Updates(t); n != updates {
+		t.Errorf("the refused run sent %d DNS updates", n-updates)
+	}
 }
 
 // setTreeMemory sets every Incus node's limits.memory in the tree's
