@@ -6,8 +6,8 @@
 # nixpkgs' nixos/tests/nixos-rebuild-target-host.nix deploys with nixos-rebuild: the
 # target's new systems are evaluated and built outside the VMs and put into the deployer's
 # store (virtualisation.additionalPaths), since the VMs have neither a binary cache nor the
-# sources to build from. A new system is the target's own test configuration
-# (nixos/lib/testing/nixos-test-base.nix: qemu-vm.nix and the test instrumentation, plus
+# sources to build from. A new system is the target's own test configuration (qemu-vm.nix
+# and the test instrumentation, named outright, nixos/lib/testing/nixos-test-base.nix, plus
 # the node's network as the framework exports it in system.build.networkConfig) with one
 # change, so the switch leaves the test driver's backdoor and the network as they are.
 { self, pkgs }:
@@ -23,6 +23,15 @@ let
   nixpkgs = builtins.path { path = pkgs.path; name = "source"; };
   evalConfig = import (nixpkgs + "/nixos/lib/eval-config.nix");
   testBase = nixpkgs + "/nixos/lib/testing/nixos-test-base.nix";
+  # The VM and the driver's backdoor, named outright as nixpkgs'
+  # nixos/tests/nixos-rebuild-target-host.nix does: since the test framework adds
+  # qemu-vm.nix in its own base only (nixpkgs PR #478109, nspawn test containers),
+  # nixos-test-base.nix may not import it, and a system without it has no root file
+  # system. Where the base still imports them, the module system takes each path once.
+  vmModules = [
+    (nixpkgs + "/nixos/modules/virtualisation/qemu-vm.nix")
+    (nixpkgs + "/nixos/modules/testing/test-instrumentation.nix")
+  ];
 in
 rec {
   switchyard = self.packages.${system}.default;
@@ -72,7 +81,7 @@ rec {
   targetSystems = node: variants: lib.mapAttrs
     (_: extra: (evalConfig {
       inherit system;
-      modules = [ testBase node.system.build.networkConfig target extra ];
+      modules = vmModules ++ [ testBase node.system.build.networkConfig target extra ];
     }).config.system.build.toplevel)
     variants;
 
@@ -93,6 +102,8 @@ rec {
     { lib, modulesPath, ... }:
     {
       imports = [
+        (modulesPath + "/virtualisation/qemu-vm.nix")
+        (modulesPath + "/testing/test-instrumentation.nix")
         (modulesPath + "/../lib/testing/nixos-test-base.nix")
         (builtins.fromJSON ${lib.strings.escapeNixString (builtins.toJSON networkConfig)})
       ];

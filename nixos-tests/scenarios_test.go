@@ -450,7 +450,9 @@ in builtins.seq (builtins.length (map import files)) {
     (builtins.hashString "sha256" (builtins.toJSON (map toString files) + toString (builtins.length modules))) + "-nixos-system";
 }
 `,
-		"nixos/lib/testing/nixos-test-base.nix": "{ ... }: { }\n",
+		"nixos/lib/testing/nixos-test-base.nix":          "{ ... }: { }\n",
+		"nixos/modules/virtualisation/qemu-vm.nix":       "{ ... }: { }\n",
+		"nixos/modules/testing/test-instrumentation.nix": "{ ... }: { }\n",
 		"nixos/tests/ssh-keys.nix": `pkgs: {
   snakeOilPrivateKey = pkgs.writeText "privkey.snakeoil" "not a key";
   snakeOilPublicKey = "ecdsa-sha2-nistp256 AAAAE2VjZHNhLXNoYTItbmlzdHAyNTY snakeoil";
