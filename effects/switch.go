@@ -452,9 +452,13 @@ func (r *run) putBack(ctx context.Context, what string, step func(context.Contex
 
 // BootEntryScript prints what the node's default boot entry starts, read from the
 // boot loader NixOS installed (a fixed script, no input): systemd-boot's loader.conf
-// "default" entry and its "options init=" (systemd-boot-builder.py), extlinux's
-// DEFAULT label and its "APPEND init=" (extlinux-conf-builder.sh), or a container's
-// /sbin/init (lxc-container.nix). It prints nothing when the node has none of them.
+// "default" entry and its "options init=" (systemd-boot-builder.py), GRUB's first
+// menuentry, "NixOS - Default", and its "linux ... init=" (install-grub.pl: GRUB's
+// default entry 0, boot.loader.grub.default's default), extlinux's DEFAULT label and
+// its "APPEND init=" (extlinux-conf-builder.sh), or a container's /sbin/init
+// (lxc-container.nix). On a NixOS system with none of them (no boot loader, as a test
+// VM or a nixos-container, which boot the system profile's init) it prints the
+// system profile's init. It prints nothing otherwise.
 const BootEntryScript = `set -e
 if [ -f /boot/loader/loader.conf ]; then
 	entry=$(awk '$1 == "default" { d = $2 } END { print d }' /boot/loader/loader.conf)
@@ -464,12 +468,18 @@ if [ -f /boot/loader/loader.conf ]; then
 	*) entry=$entry.conf ;;
 	esac
 	awk '$1 == "options" { for (i = 2; i <= NF; i++) if ($i ~ /^init=/) { print substr($i, 6); exit } }' "/boot/loader/entries/$entry"
+elif [ -f /boot/grub/grub.cfg ]; then
+	awk '$1 == "menuentry" && !seen { seen = 1; in_entry = 1; next }
+		in_entry && $1 == "}" { exit }
+		in_entry && $1 == "linux" { for (i = 3; i <= NF; i++) if ($i ~ /^init=/) { print substr($i, 6); exit } }' /boot/grub/grub.cfg
 elif [ -f /boot/extlinux/extlinux.conf ]; then
 	awk 'toupper($1) == "DEFAULT" { d = $2 } toupper($1) == "LABEL" { l = $2 }
 		toupper($1) == "APPEND" { for (i = 2; i <= NF; i++) if ($i ~ /^init=/) a[l] = substr($i, 6) }
 		END { print a[d] }' /boot/extlinux/extlinux.conf
 elif [ -L /sbin/init ]; then
 	readlink -f /sbin/init
+elif [ -e /etc/NIXOS ] && [ -e /nix/var/nix/profiles/system ]; then
+	printf '%s/init\n' "$(readlink -f /nix/var/nix/profiles/system)"
 fi
 `
 
