@@ -368,8 +368,8 @@ func TestJournalRerunAfterKillBeforeConfirm(t *testing.T) {
 		t.Errorf("the rerun does not say what it found from the journal: %q", logMsgs(r))
 	}
 	v := verdicts(t, r)["web1"]
-	if v == nil || v["ok"] != false || v["switch"].(map[string]any)["result"] != "rolled-back" || v["toplevel"] != before {
-		t.Errorf("verdict %v, want not ok, switch rolled-back, judged on %s", v, before)
+	if v == nil || v["ok"] != false || v["switch"].(map[string]any)["result"] != "rolled-back" || v["toplevel"] != top || v["boot_entry"] != before {
+		t.Errorf("verdict %v, want not ok, switch of %s rolled-back, boot entry back on %s", v, top, before)
 	}
 	if units := switchUnitsSeen(t, node); len(units) != 1 || units[0] != unit+".service" {
 		t.Errorf("switch units started on the node: %q, want only the killed run's %s", units, unit)
