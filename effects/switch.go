@@ -478,7 +478,7 @@ elif [ -f /boot/extlinux/extlinux.conf ]; then
 		END { print a[d] }' /boot/extlinux/extlinux.conf
 elif [ -L /sbin/init ]; then
 	readlink -f /sbin/init
-elif [ -e /etc/NIXOS ] && [ -e /nix/var/nix/profiles/system ]; then
+elif [ -e /etc/NIXOS ] && [ -L /nix/var/nix/profiles/system ]; then
 	printf '%s/init\n' "$(readlink -f /nix/var/nix/profiles/system)"
 fi
 `
