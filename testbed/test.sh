@@ -33,7 +33,11 @@ trap 'rm -f "$log"' EXIT
 status=0
 # Every package but the VM tier, then the VM tier on its own: its qemu runs in software
 # emulation and would take both cores from the container tests' time-windowed verdicts.
-go test -v -count=1 -timeout 75m $(go list ./... | grep -vx 'github.com/switchyard-nix/switchyard/testbed/vm') 2>&1 | tee "$log" || status=$?
+# -parallel 3: a package's test-bed tests mostly wait on their nodes (boots, verdict
+# windows, switches), so three at once on two cores keep the cores busy where the
+# default (GOMAXPROCS, 2) left them idle (cmd/switchyard, the long pole, took 33
+# minutes at two).
+go test -v -count=1 -parallel 3 -timeout 75m $(go list ./... | grep -vx 'github.com/switchyard-nix/switchyard/testbed/vm') 2>&1 | tee "$log" || status=$?
 go test -v -count=1 -timeout 40m ./testbed/vm/ 2>&1 | tee -a "$log" || status=1
 echo "tests: $(grep -cE '^\s*--- PASS' "$log") passed, $(grep -cE '^\s*--- FAIL' "$log") failed, $(grep -cE '^\s*--- SKIP' "$log") skipped" >&2
 
