@@ -65,7 +65,6 @@ func IsPlugin() bool { return os.Getenv(MagicCookieEnv) != "" }
 // Serve serves the provider over the plugin protocol until OpenTofu stops it or
 // dies, its diagnostics redacted (redacting).
 func Serve(ctx context.Context) error {
-	exitWithParent()
 	return tf6server.Serve(Address, func() tfprotov6.ProviderServer {
 		return newRedacting(providerserver.NewProtocol6(New())())
 	})
