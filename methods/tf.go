@@ -599,8 +599,6 @@ func (r *tfRun) states(ctx context.Context) (map[string]nodeState, error) {
 	return readStates(raw, r.m.TenantsOnly)
 }
 
-// readStates is each node's recorded verdict in a state: its deployment's, or for a
-// tenant (tenants) the pass's after registration (SPEC 7.1), when the graph got that far.
 // follows says whether a switchyard_verdict's pass followed the deployment's
 // current deploy: its deployment attribute is the digest of that deploy's verdict
 // (tofu.LayoutConfig). A deploy that failed, or whose identity or DNS resource failed
@@ -612,6 +610,9 @@ func follows(pass, deployment map[string]any) bool {
 	return pass["deployment"] == hex.EncodeToString(sum[:])
 }
 
+// readStates is each node's recorded verdict in a state: its deployment's, or for a
+// tenant (tenants) the pass's after registration (SPEC 7.1), when the graph got that
+// far and followed the deploy in state (follows).
 func readStates(raw []byte, tenants bool) (map[string]nodeState, error) {
 	resources, err := tofu.ResourcesOf(raw, tofu.ResourceType, tofu.VerdictType)
 	if err != nil {
