@@ -224,7 +224,7 @@ func TestVM(t *testing.T) {
 			t.Fatalf("no running generation to roll back to (the case before failed)")
 		}
 		top := testbed.BuildClosure(t, "moves-ssh-port", "vm")
-		code, v := deploy(t, m, top, "DEPLOY_CONFIRM_TIMEOUT=30")
+		code, v := deploy(t, m, top, "DEPLOY_CONFIRM_TIMEOUT=15")
 		if res, _ := switchResult(v); code != 1 || v["ok"] != false || res != "rolled-back" {
 			t.Fatalf("deploy: exit %d, verdict %v; want exit 1, switch rolled-back", code, v)
 		}
