@@ -338,9 +338,8 @@ func (r *tfRun) layout(ctx context.Context, subset bool) error {
 	if !subset && !r.rollout.Enabled() {
 		return nil
 	}
-	raw := r.before
 	if subset {
-		own, err := tofu.OwnBlocks(raw)
+		own, err := tofu.OwnBlocks(r.before)
 		if err != nil || len(own) == 0 {
 			return err
 		}

@@ -19,6 +19,22 @@ import (
 // looks on the node for what the killed run started, instead of repeating it.
 
 // journalEntry reads the ssh method's journal entry of node in tree's state dir.
+// awaitJournaledSwitch waits (at most 5 minutes) until web1's journal entry says the
+// running tf apply is in its switch, and returns the entry.
+func awaitJournaledSwitch(t *testing.T, tree string, run *bgRun) map[string]any {
+	t.Helper()
+	path := filepath.Join(tree, ".switchyard", "journal", "web1.json")
+	var e map[string]any
+	for deadline := time.Now().Add(5 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		if b, err := os.ReadFile(path); err == nil && json.Unmarshal(b, &e) == nil && e["phase"] == "switch" {
+			return e
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the provider never journaled a switch; stdout:\n%s", run.stdout.String())
+		}
+	}
+}
+
 func journalEntry(t *testing.T, tree, node string) map[string]any {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(tree, ".switchyard", "journal", node+".json"))
@@ -262,18 +278,9 @@ func TestJournalTFRerunAfterKillDuringSwitch(t *testing.T) {
 	node := bed.Node(t)
 	tree, deployment := treeFor(t, "tf", "slow-switch", map[string]*testbed.Node{"web1": node})
 	env := []string{"DEPLOYMENT=" + deployment, "DEPLOY_EVAL_CACHE_DIR=" + t.TempDir(), "BOOTSTRAP=1", "BOOTSTRAP_SEED=x"}
-	path := filepath.Join(tree, ".switchyard", "journal", "web1.json")
 
 	killed := startSwitchyard(t, env, "tf", "apply", "--tree", tree, "--output", "json")
-	var e map[string]any
-	for deadline := time.Now().Add(5 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
-		if b, err := os.ReadFile(path); err == nil && json.Unmarshal(b, &e) == nil && e["phase"] == "switch" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the provider never journaled a switch; stdout:\n%s", killed.stdout.String())
-		}
-	}
+	e := awaitJournaledSwitch(t, tree, killed)
 	unit, _ := e["switchUnit"].(string)
 	top, _ := e["toplevel"].(string)
 	// Kill once systemd runs the unit (systemd-run may still be on its way).

@@ -1,9 +1,8 @@
 package main_test
 
 import (
-	"encoding/json"
+	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -26,18 +25,9 @@ func TestTFProviderExitsWithOpenTofu(t *testing.T) {
 	node := bed.Node(t)
 	tree, deployment := treeFor(t, "tf", "slow-switch", map[string]*testbed.Node{"web1": node})
 	env := []string{"DEPLOYMENT=" + deployment, "DEPLOY_EVAL_CACHE_DIR=" + t.TempDir(), "BOOTSTRAP=1", "BOOTSTRAP_SEED=x"}
-	path := filepath.Join(tree, ".switchyard", "journal", "web1.json")
 
 	run := startSwitchyard(t, env, "tf", "apply", "--tree", tree, "--output", "json")
-	var e map[string]any
-	for deadline := time.Now().Add(5 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
-		if b, err := os.ReadFile(path); err == nil && json.Unmarshal(b, &e) == nil && e["phase"] == "switch" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the provider never journaled a switch; stdout:\n%s", run.stdout.String())
-		}
-	}
+	e := awaitJournaledSwitch(t, tree, run)
 	provider := int(e["pid"].(float64))
 	tofu := parentOf(t, provider)
 	if tofu == run.cmd.Process.Pid {
@@ -71,26 +61,34 @@ func alive(pid int) bool {
 	if syscall.Kill(pid, 0) != nil {
 		return false
 	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-	return len(f) > 0 && f[0] != "Z"
+	f, err := procStat(pid)
+	return err == nil && len(f) > 0 && f[0] != "Z"
 }
 
-// parentOf is a process's parent pid, from /proc.
+// parentOf is a process's parent pid.
 func parentOf(t *testing.T, pid int) int {
 	t.Helper()
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	f, err := procStat(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// pid (comm) state ppid ...: comm may hold spaces, so read after its last ')'.
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
 	ppid, err := strconv.Atoi(f[1])
 	if err != nil {
-		t.Fatalf("/proc/%d/stat: %q", pid, b)
+		t.Fatalf("/proc/%d/stat: %v", pid, f)
 	}
 	return ppid
+}
+
+// procStat is /proc/<pid>/stat after the command name: state, ppid, ... (the
+// name may hold spaces, so the fields start after its last ')').
+func procStat(pid int) ([]string, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return nil, err
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	if len(f) < 2 {
+		return nil, fmt.Errorf("/proc/%d/stat: %q", pid, b)
+	}
+	return f, nil
 }
