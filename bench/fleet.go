@@ -1,17 +1,18 @@
 package main
 
 // (g): the fleet rows (issue 14 item 1). One closure, the same toplevel on every node,
-// deployed fresh to 1, 4, 8 and 16 fresh test-bed nodes by one `switchyard ssh apply`
-// and by one `switchyard tf apply` process each; every row is a ratio to the 1-node
-// run of the same method.
+// deployed to 1, 4, 8 and 16 test-bed nodes by one `switchyard ssh apply` and by one
+// `switchyard tf apply` process each; every row is a ratio to the 1-node run of the
+// same method. The nodes run a first generation, deployed untimed: the timed deploy is
+// the everyday one, a new generation that the node confirms over a fresh connection
+// (SPEC 4.6, issue 30), with a closure none of whose paths the node holds.
 //
-// What a row includes. The timed process is the whole apply from a fresh state and
-// eval cache directory: reading the tree, one evaluation per node (every node has its
-// own nixos_conf, so the eval cache cannot share them even though the toplevel is the
-// same), the local "already built" check, and per node the deploy body (wait, push of
-// the closure the node lacks, switch, and the verdict's settle and cycle watch); with
-// tf also `tofu init` into the fresh working directory, the provider plugin and
-// OpenTofu's own graph walk. Nodes are launched in parallel before the clock starts
+// What a row includes. The timed process is the whole apply: reading the tree, one
+// evaluation per node (every node has its own nixos_conf, so the eval cache cannot
+// share them even though the toplevel is the same), the local "already built" check,
+// and per node the deploy body (wait, push of the closure the node lacks, switch, the
+// confirmation, and the verdict's settle and cycle watch); with tf also `tofu init`,
+// the provider plugin and OpenTofu's own graph walk. Nodes are launched in parallel before the clock starts
 // and deleted after each row.
 //
 // The rows also split the wall time with the JSON events, stamped as they arrive
@@ -94,6 +95,9 @@ type fleetResult struct {
 	// walls are the wall times of every run of the row, in order; the row's figures are
 	// those of the run with the median wall time (-fleet-runs).
 	walls []time.Duration
+	// confirmed counts the nodes whose record of the timed switch says it was
+	// confirmed (SPEC 4.6), as the nodes hold it.
+	confirmed int
 }
 
 // medianRun is the run whose wall time is the median of runs (the lower middle of an
@@ -126,38 +130,29 @@ func fleetRows(ctx context.Context, bed *testbed.Bed, tmp, binary, tofuBin strin
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, 0, err
 	}
-	// The toplevel: testbed's healthy, copied (its switch-to-configuration finds its
-	// toplevel from its own path), plus a file naming the bench closure, which makes
-	// that closure part of the toplevel's.
-	expr := filepath.Join(dir, "toplevel.nix")
-	src := fmt.Sprintf(`# The fleet benchmark's toplevel (bench/fleet.go): the same on every node.
-let
-  closures = import %q { tag = %q; };
-  bench = import %q { n = %d; bigMiB = %d; tag = %q; };
-in
-derivation {
-  name = "nixos-system-%s";
-  system = builtins.currentSystem;
-  builder = "/bin/sh";
-  healthy = closures.healthy;
-  inherit bench;
-  args = [ "-c" "/bin/cp -R $healthy/. $out && /bin/chmod -R u+w $out && echo $bench > $out/bench-closure" ];
-}
-`, filepath.Join(testbed.RepoRoot(), "testbed", "closures"), tag,
-		filepath.Join(testbed.RepoRoot(), "bench", "closure.nix"), fleetPaths, fleetMiB, tag, tag)
-	if err := os.WriteFile(expr, []byte(src), 0o644); err != nil {
-		return nil, 0, err
-	}
-	fmt.Fprintf(os.Stderr, "bench: (g) building the fleet closure (%d small paths + %d MiB)\n", fleetPaths, fleetMiB)
-	top, err := output("nix-build", expr, "--no-out-link")
-	if err != nil {
-		return nil, 0, fmt.Errorf("build the fleet closure: %w", err)
+	// Two generations: every row deploys the first to its fresh nodes untimed, then
+	// times the deploy of the second (fleetSecond), which the confirmation over a fresh
+	// connection covers (SPEC 4.6: a node with no generation to go back to has nothing
+	// to confirm). The two share no path, so the timed push copies the whole closure.
+	var builders [2]string
+	var top string
+	for i, gen := range []string{"base", ""} {
+		expr, err := writeFleetToplevel(dir, tag+gen)
+		if err != nil {
+			return nil, 0, err
+		}
+		fmt.Fprintf(os.Stderr, "bench: (g) building the fleet closure %q (%d small paths + %d MiB)\n", tag+gen, fleetPaths, fleetMiB)
+		out, err := output("nix-build", expr, "--no-out-link")
+		if err != nil {
+			return nil, 0, fmt.Errorf("build the fleet closure: %w", err)
+		}
+		top = out
+		builders[i] = "{ configuration, plan }: import " + strconv.Quote(expr) + "\n"
 	}
 	closure, err := output("nix-store", "--query", "--requisites", strings.TrimSpace(top))
 	if err != nil {
 		return nil, 0, err
 	}
-	builder := "{ configuration, plan }: import " + strconv.Quote(expr) + "\n"
 
 	sizes, err := fleetSizes()
 	if err != nil {
@@ -188,7 +183,7 @@ derivation {
 				if runs > 1 {
 					label = fmt.Sprintf("%s-%d-run%d", method, n, run)
 				}
-				r, err := fleetRow(ctx, bed, filepath.Join(dir, label), binary, tofuBin, builder, method, n, label)
+				r, err := fleetRow(ctx, bed, filepath.Join(dir, label), binary, tofuBin, builders, method, n, label)
 				if err != nil {
 					// The rows measured so far are still printed.
 					fmt.Fprintf(os.Stderr, "bench: (g) %s, %d nodes: %v\n", method, n, err)
@@ -204,10 +199,34 @@ derivation {
 	return results, len(strings.Fields(closure)), nil
 }
 
-// fleetRow launches n fresh nodes (in parallel, before the clock starts), waits for
-// them to finish their boot's work (waitQuiet), deploys the closure to them with one
-// `switchyard <method> apply` and deletes them.
-func fleetRow(ctx context.Context, bed *testbed.Bed, dir, binary, tofuBin, builder, method string, n int, label string) (fleetResult, error) {
+// writeFleetToplevel writes the expression of one fleet generation: testbed's
+// healthy, copied (its switch-to-configuration finds its toplevel from its own path),
+// plus a file naming the bench closure, which makes that closure part of the
+// toplevel's. tag makes both the generation's own.
+func writeFleetToplevel(dir, tag string) (string, error) {
+	expr := filepath.Join(dir, "toplevel-"+tag+".nix")
+	src := fmt.Sprintf(`# The fleet benchmark's toplevel (bench/fleet.go): the same on every node.
+let
+  closures = import %q { tag = %q; };
+  bench = import %q { n = %d; bigMiB = %d; tag = %q; };
+in
+derivation {
+  name = "nixos-system-%s";
+  system = builtins.currentSystem;
+  builder = "/bin/sh";
+  healthy = closures.healthy;
+  inherit bench;
+  args = [ "-c" "/bin/cp -R $healthy/. $out && /bin/chmod -R u+w $out && echo $bench > $out/bench-closure" ];
+}
+`, filepath.Join(testbed.RepoRoot(), "testbed", "closures"), tag,
+		filepath.Join(testbed.RepoRoot(), "bench", "closure.nix"), fleetPaths, fleetMiB, tag, tag)
+	return expr, os.WriteFile(expr, []byte(src), 0o644)
+}
+
+// fleetRow launches n fresh nodes (in parallel, before the clock starts), deploys the
+// first generation to them untimed, waits for them to go quiet (waitQuiet), times the
+// deploy of the second with one `switchyard <method> apply` and deletes them.
+func fleetRow(ctx context.Context, bed *testbed.Bed, dir, binary, tofuBin string, builders [2]string, method string, n int, label string) (fleetResult, error) {
 	fmt.Fprintf(os.Stderr, "bench: (g) %s, %d nodes: launching\n", method, n)
 	nodes, err := launchFleet(ctx, bed, dir, n)
 	defer func() {
@@ -229,32 +248,27 @@ func fleetRow(ctx context.Context, bed *testbed.Bed, dir, binary, tofuBin, build
 	if err := plantest.Write(tree, spec); err != nil {
 		return fleetResult{}, err
 	}
-	if err := os.WriteFile(filepath.Join(tree, "builder.nix"), []byte(builder), 0o644); err != nil {
+	fmt.Fprintf(os.Stderr, "bench: (g) %s, %d nodes: the first generation (untimed)\n", method, n)
+	if err := os.WriteFile(filepath.Join(tree, "builder.nix"), []byte(builders[0]), 0o644); err != nil {
 		return fleetResult{}, err
 	}
-	deployment := fmt.Sprintf(`{"deployment-method":{%q:{"sshKeyFile":%q}}}`, method, bed.KeyFile)
-	args := []string{method, "apply", "--tree", tree, "--state-dir", filepath.Join(dir, "state"), "--output", "json"}
-	switch {
-	case *fleetParallel > 0:
-		args = append(args, "--parallel", strconv.Itoa(*fleetParallel))
-	case *fleetParallel == 0:
-		args = append(args, "--parallel", strconv.Itoa(n))
+	if r, err := timedApply(fleetApply(ctx, bed, dir, binary, tofuBin, tree, method, n)); err != nil {
+		return fleetResult{}, fmt.Errorf("the first generation: %s apply: %w", method, err)
+	} else if err := tfCheck(eventLines(r), spec, false); err != nil {
+		return fleetResult{}, fmt.Errorf("the first generation: %s apply: %w", method, err)
 	}
-	cmd := exec.CommandContext(ctx, binary, args...)
-	cmd.Env = append(os.Environ(), "DEPLOYMENT="+deployment, "DEPLOY_EVAL_CACHE_DIR="+filepath.Join(dir, "eval-cache"), credentialDirs())
-	if tofuBin != "" {
-		cmd.Env = append(cmd.Env, envTofu+"="+tofuBin)
+	if err := os.WriteFile(filepath.Join(tree, "builder.nix"), []byte(builders[1]), 0o644); err != nil {
+		return fleetResult{}, err
 	}
-	fmt.Fprintf(os.Stderr, "bench: (g) %s, %d nodes: %s apply\n", method, n, method)
 	instances := make([]string, len(nodes))
 	for i, nd := range nodes {
 		instances[i] = nd.Name
 	}
 	waited, quiet := waitQuiet(instances)
-	fmt.Fprintf(os.Stderr, "bench: (g) %s, %d nodes: waited %s for the booted nodes to go quiet (quiet: %v)\n", method, n, waited.Round(time.Second), quiet)
+	fmt.Fprintf(os.Stderr, "bench: (g) %s, %d nodes: waited %s for the nodes to go quiet (quiet: %v); %s apply\n", method, n, waited.Round(time.Second), quiet, method)
 	stopCPU := make(chan struct{})
 	cpuSamples := sampleCPU(instances, time.Now(), stopCPU)
-	r, err := timedApply(cmd)
+	r, err := timedApply(fleetApply(ctx, bed, dir, binary, tofuBin, tree, method, n))
 	close(stopCPU)
 	r.method, r.nodes = method, n
 	names := make([]string, len(spec.Nodes))
@@ -273,14 +287,53 @@ func fleetRow(ctx context.Context, bed *testbed.Bed, dir, binary, tofuBin, build
 	if err != nil {
 		return r, fmt.Errorf("%s apply: %w", method, err)
 	}
-	var lines []string
-	for _, e := range r.events {
-		lines = append(lines, e.line)
-	}
-	if err := tfCheck(strings.Join(lines, "\n"), spec, false); err != nil {
+	if err := tfCheck(eventLines(r), spec, false); err != nil {
 		return r, fmt.Errorf("%s apply: %w", method, err)
 	}
+	r.confirmed = confirmedNodes(ctx, nodes)
 	return r, nil
+}
+
+// confirmedNodes counts the nodes holding a switch record in state "confirmed": the
+// first generation's says "done" (no generation to go back to), so each one found is
+// the timed deploy's, confirmed over a fresh connection.
+func confirmedNodes(ctx context.Context, nodes []*testbed.Node) int {
+	var count int
+	for _, nd := range nodes {
+		out, err := nd.Exec(ctx, "sh", "-c", "cat /run/switchyard/switch/*/state")
+		if err == nil && slices.Contains(strings.Fields(out), "confirmed") {
+			count++
+		}
+	}
+	return count
+}
+
+// fleetApply is the row's `switchyard <method> apply` of tree, into the row's state
+// and eval cache directories.
+func fleetApply(ctx context.Context, bed *testbed.Bed, dir, binary, tofuBin, tree, method string, n int) *exec.Cmd {
+	deployment := fmt.Sprintf(`{"deployment-method":{%q:{"sshKeyFile":%q}}}`, method, bed.KeyFile)
+	args := []string{method, "apply", "--tree", tree, "--state-dir", filepath.Join(dir, "state"), "--output", "json"}
+	switch {
+	case *fleetParallel > 0:
+		args = append(args, "--parallel", strconv.Itoa(*fleetParallel))
+	case *fleetParallel == 0:
+		args = append(args, "--parallel", strconv.Itoa(n))
+	}
+	cmd := exec.CommandContext(ctx, binary, args...)
+	cmd.Env = append(os.Environ(), "DEPLOYMENT="+deployment, "DEPLOY_EVAL_CACHE_DIR="+filepath.Join(dir, "eval-cache"), credentialDirs())
+	if tofuBin != "" {
+		cmd.Env = append(cmd.Env, envTofu+"="+tofuBin)
+	}
+	return cmd
+}
+
+// eventLines is r's output, one event a line.
+func eventLines(r fleetResult) string {
+	lines := make([]string, len(r.events))
+	for i, e := range r.events {
+		lines[i] = e.line
+	}
+	return strings.Join(lines, "\n")
 }
 
 // launchFleet launches n nodes at once; the nodes launched are returned also on an
@@ -401,8 +454,8 @@ func timedApply(cmd *exec.Cmd) (fleetResult, error) {
 		switch ev.Kind {
 		case "log":
 			// tf: the provider's phases are not streamed; a node's body starts at
-			// OpenTofu's "Creating...".
-			if ev.Node != "" && strings.HasSuffix(ev.Msg, ": Creating...") {
+			// OpenTofu's "Creating..." (the first generation) or "Modifying...".
+			if ev.Node != "" && (strings.HasSuffix(ev.Msg, ": Creating...") || strings.Contains(ev.Msg, ": Modifying... ")) {
 				creating[ev.Node] = e.at
 				if r.firstBody < 0 {
 					r.firstBody = e.at
@@ -434,7 +487,7 @@ func timedApply(cmd *exec.Cmd) (fleetResult, error) {
 // CPU and peak RSS; then the slowest node's phases; then the two issue figures.
 func printFleet(w io.Writer, results []fleetResult, closurePaths int) error {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "\n(g) fleet: a fresh deploy of one closure (%d paths; the same toplevel on every node) by one switchyard process", closurePaths)
+	fmt.Fprintf(tw, "\n(g) fleet: the deploy of a second generation (%d paths, none on the nodes; the same toplevel on every node; confirmed over a fresh connection) by one switchyard process", closurePaths)
 	switch {
 	case *fleetParallel > 0:
 		fmt.Fprintf(tw, "; --parallel %d", *fleetParallel)
@@ -444,7 +497,7 @@ func printFleet(w io.Writer, results []fleetResult, closurePaths int) error {
 		fmt.Fprint(tw, "; the default --parallel (8)")
 	}
 	fmt.Fprintln(tw)
-	fmt.Fprintln(tw, "method\tnodes\twall\tvs 1 node\tdeployer part\tvs 1 node\tbodies start\tCPU (user+sys)\tCPU vs 1 node\tof it switchyard's own\tpeak RSS")
+	fmt.Fprintln(tw, "method\tnodes\twall\tvs 1 node\tdeployer part\tvs 1 node\tbodies start\tCPU (user+sys)\tCPU vs 1 node\tof it switchyard's own\tpeak RSS\tconfirmed")
 	one := map[string]fleetResult{}
 	for _, r := range results {
 		if r.nodes == 1 {
@@ -459,8 +512,8 @@ func printFleet(w io.Writer, results []fleetResult, closurePaths int) error {
 			pr = fmt.Sprintf("%.2f", ratio(r.lastPush, o.lastPush))
 			cr = fmt.Sprintf("%.2f", ratio(r.cpu, o.cpu))
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.method, r.nodes, dur(r.wall), wr,
-			dur(r.lastPush), pr, dur(r.firstBody), dur(r.cpu), cr, dur(r.self), mib(r.rss))
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", r.method, r.nodes, dur(r.wall), wr,
+			dur(r.lastPush), pr, dur(r.firstBody), dur(r.cpu), cr, dur(r.self), mib(r.rss), r.confirmed)
 	}
 	fmt.Fprintln(tw, "\nmethod\tnodes\tslowest node's phases (ms)")
 	for _, r := range results {

@@ -13,7 +13,7 @@
 //	    and off (DEPLOY_CONFIRM_TIMEOUT=0), and their TCP connections (bench/confirm.go);
 //	(f) a no-op `tf apply` on two nodes, against a bare `tofu plan` on the same
 //	    state (bench/tf.go; needs OpenTofu, -tf=false skips it);
-//	(g) a fresh deploy of one closure to 1, 4, 8 and 16 nodes with the ssh method and
+//	(g) the deploy of a second generation to 1, 4, 8 and 16 nodes with the ssh method and
 //	    with tf, against the 1-node deploy (bench/fleet.go; -fleet=false skips it,
 //	    -fleet-max caps the node count; tf only when OpenTofu is found). The 1-node and
 //	    the largest row run -fleet-runs times (3) and give the median run's figures.
