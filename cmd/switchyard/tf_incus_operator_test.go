@@ -238,8 +238,10 @@ func nowhere(t *testing.T, secret string, dir string, outputs ...string) {
 // record edited by hand put back; a TTL changed in place; DNS_DOMAIN redeploying;
 // a wrong TSIG key; destroy, twice.
 func TestTFIncusOperator(t *testing.T) {
+	t.Parallel()
 	for _, kind := range dnsserver.Kinds() {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			testOperator(t, kind)
 		})
 	}

@@ -216,6 +216,7 @@ func imageFingerprint(t *testing.T, alias string) string {
 func TestTFIncusRemote(t *testing.T) {
 	bed := testbed.Require(t)
 	needTofu(t)
+	t.Parallel() // with the other tests of a remote, one at a time (incustest's lock)
 	project := testProject(t)
 	remote := incustest.NewRemote(t, "yard")
 	// The remote is an anchor (SPEC 6.9): each remote is a tree of its own.
@@ -255,6 +256,7 @@ func TestTFIncusRemote(t *testing.T) {
 func TestTFIncusClientKeyFile(t *testing.T) {
 	bed := testbed.Require(t)
 	needTofu(t)
+	t.Parallel() // with the other tests of a remote, one at a time (incustest's lock)
 	project := testProject(t)
 	remote := incustest.NewRemote(t, "yard")
 	conf := t.TempDir()
