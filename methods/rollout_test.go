@@ -233,3 +233,33 @@ func TestHeldVerdictText(t *testing.T) {
 		t.Errorf("text block names a failure the held node does not have:\n%s", text)
 	}
 }
+
+// Issue 31 item 3: a rollout refuses (exit 2, naming them) instances its plan changes
+// outside the first stage; in the first stage, or with no rollout, they are fine.
+func TestInstancesOutsideCanary(t *testing.T) {
+	spec, err := rollout.Parse("canary=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stages := rollout.Stages([]string{"web1", "web2", "web3"}, map[string]bool{"web1": true, "web2": true, "web3": true}, spec)
+	for _, c := range []struct {
+		instances map[string]bool
+		want      string
+	}{
+		{nil, ""},
+		{map[string]bool{"web1": true}, ""},
+		{map[string]bool{"web1": true, "web3": true}, "the Incus instances of web3, outside"},
+		{map[string]bool{"web2": true, "web3": true}, "the Incus instances of web2, web3, outside"},
+	} {
+		err := instancesOutsideCanary(stages, c.instances)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%v: %v", c.instances, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want) || !errors.Is(err, ErrRefused)):
+			t.Errorf("%v: %v, want %q (refused)", c.instances, err, c.want)
+		}
+	}
+	if err := instancesOutsideCanary(nil, map[string]bool{"web1": true}); err != nil {
+		t.Errorf("no stages: %v", err)
+	}
+}

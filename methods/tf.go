@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 
 	"github.com/hashicorp/terraform-exec/tfexec"
+	tfjson "github.com/hashicorp/terraform-json"
 
 	"github.com/switchyard-nix/switchyard/plan"
 	"github.com/switchyard-nix/switchyard/plan/definition"
@@ -329,8 +330,9 @@ func subsetAddresses(nodes []tofu.Node, tenant *tofu.Tenant, layout tofu.Layout)
 // layout places the nodes' deployments in the configuration once the state can be
 // read. A staged rollout (apply, and plan showing what apply would do) gives every
 // node a block of its own, ordered by stages of the nodes that change: those whose
-// deployment a refreshed plan changes (another derivation, a failed or held
-// verdict, a node that drifted), or that the state lacks. A
+// deployment or Incus instance a refreshed plan changes (another derivation, a
+// failed or held verdict, a node that drifted, new limits), or that the state
+// lacks; one whose instance changes must be in the first stage. A
 // subset run keeps every node where the state holds it: OpenTofu refuses to move a
 // resource that is not targeted. Other runs keep the shared block, which takes the
 // nodes of a past rollout back (moved blocks).
@@ -345,18 +347,22 @@ func (r *tfRun) layout(ctx context.Context, subset bool) error {
 		}
 		return r.ws.Relayout(tofu.Layout{Own: own})
 	}
-	planned, err := r.plannedChanges(ctx)
+	plan, err := r.refreshedPlan(ctx)
 	if err != nil {
 		return err
 	}
+	planned, instances := tofu.ChangedNodes(plan), tofu.ChangedInstances(plan)
 	var names []string
 	changed := map[string]bool{}
 	for _, n := range r.p.Nodes {
 		names = append(names, n.Name)
 		c, found := planned[n.Name]
-		changed[n.Name] = c || !found
+		changed[n.Name] = c || !found || instances[n.Name]
 	}
 	stages := rollout.Stages(names, changed, r.rollout)
+	if err := instancesOutsideCanary(stages, instances); err != nil {
+		return err
+	}
 	for _, st := range stages {
 		r.out.Log("", "info", fmt.Sprintf("rollout: %s of %d: %s", stageName(st), len(stages), strings.Join(st.Nodes, ", ")))
 	}
@@ -366,13 +372,35 @@ func (r *tfRun) layout(ctx context.Context, subset bool) error {
 	return r.tf.SetEnv(r.ws.Env)
 }
 
-// plannedChanges is, per node, whether a plan of the configuration as it stands
-// (refreshed: every deployment's Read asks its node) changes its deployment: what
-// a rollout stages. The state alone is a record: a node rolled back by hand since
-// the last apply still reads as on its generation there, and would land in the
-// first stage, past the canary (issue 31 item 2). The plan is the operator's to
-// see in the apply; this one is not streamed.
-func (r *tfRun) plannedChanges(ctx context.Context) (map[string]bool, error) {
+// instancesOutsideCanary refuses a rollout whose plan changes the Incus instances
+// of nodes outside its first stage (issue 31 item 3): OpenTofu applies an instance
+// change (limits, profiles, image, type) when the graph reaches it, which is at the
+// start of the apply, before the canary is judged, and an image change recreates the
+// instance and replaces its deployment, so a rollout would not hold those nodes.
+func instancesOutsideCanary(stages []rollout.Stage, instances map[string]bool) error {
+	var outside []string
+	for _, st := range stages[min(1, len(stages)):] {
+		for _, n := range st.Nodes {
+			if instances[n] {
+				outside = append(outside, n)
+			}
+		}
+	}
+	if len(outside) == 0 {
+		return nil
+	}
+	return fmt.Errorf("--rollout: the plan changes the Incus instances of %s, outside the rollout's first stage: "+
+		"OpenTofu would change them before the canary is judged; apply the instance change without --rollout, "+
+		"or the deployments first and the instances then: %w", strings.Join(outside, ", "), ErrRefused)
+}
+
+// refreshedPlan is a plan of the configuration as it stands (refreshed: every
+// deployment's Read asks its node): the deployments it changes are what a rollout
+// stages. The state alone is a record: a node rolled back by hand since the last
+// apply still reads as on its generation there, and would land in the first stage,
+// past the canary (issue 31 item 2). The plan is the operator's to see in the
+// apply; this one is not streamed.
+func (r *tfRun) refreshedPlan(ctx context.Context) (*tfjson.Plan, error) {
 	planFile := filepath.Join(r.ws.Dir, "switchyard-rollout.tfplan")
 	defer os.Remove(planFile)
 	r.tf.SetStdout(io.Discard)
@@ -389,7 +417,7 @@ func (r *tfRun) plannedChanges(ctx context.Context) (map[string]bool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rollout: tofu show of the plan its stages come from: %s", oneLine(err))
 	}
-	return tofu.ChangedNodes(p), nil
+	return p, nil
 }
 
 // submissions reads the state before the run (r.before) and, from it, the groups'

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
@@ -23,8 +24,8 @@ type addressesModel struct {
 }
 
 // addresses is the switchyard_incus_addresses data source: the global
-// addresses of a running instance as the daemon reports them, for the A and
-// AAAA records of a node.
+// addresses of a running instance's Incus NICs as the daemon reports them, for
+// the A and AAAA records of a node.
 type addresses struct {
 	c   *api.Client
 	err error // the remote could not be opened
@@ -43,8 +44,9 @@ func (d *addresses) Metadata(_ context.Context, req datasource.MetadataRequest, 
 
 func (d *addresses) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
 	resp.Schema = schema.Schema{
-		Description: "The global addresses of an Incus instance as the daemon reports them (its network state), without " +
-			"the loopback interface, loopback and link-local addresses.",
+		Description: "The global addresses of an Incus instance as the daemon reports them (its network state) on the NICs " +
+			"Incus attached to it (not the loopback interface, nor bridges or tunnels made inside the instance), without " +
+			"loopback and link-local addresses, once they stayed the same for 2 s; an error when it has none after 30 s.",
 		Attributes: map[string]schema.Attribute{
 			"instance": schema.StringAttribute{Required: true, Description: "the instance's name"},
 			"project":  schema.StringAttribute{Required: true, Description: "the instance's Incus project"},
@@ -67,18 +69,94 @@ func (d *addresses) Read(ctx context.Context, req datasource.ReadRequest, resp *
 		return
 	}
 	label := "incus instance " + m.Project.ValueString() + "/" + m.Instance.ValueString()
-	st, err := d.c.InstanceState(ctx, m.Project.ValueString(), m.Instance.ValueString())
+	v4, v6, err := d.settled(ctx, m.Project.ValueString(), m.Instance.ValueString(), addressesDeadline)
 	if err != nil {
-		resp.Diagnostics.AddError(label+": addresses", fmt.Sprintf("%s: network state: %v", label, err))
+		resp.Diagnostics.AddError(label+": addresses", fmt.Sprintf("%s: %v", label, err))
 		return
 	}
-	v4, v6 := globalAddresses(st.Network)
 	l4, diags := types.ListValueFrom(ctx, types.StringType, v4)
 	resp.Diagnostics.Append(diags...)
 	l6, diags := types.ListValueFrom(ctx, types.StringType, v6)
 	resp.Diagnostics.Append(diags...)
 	m.IPv4, m.IPv6 = l4, l6
 	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+}
+
+// The addresses are published once they settled: the same for addressesSettle (IPv6
+// SLAAC, DAD and a DHCP lease come at their own pace after boot), within
+// addressesDeadline. A node with none by then is an error, never an empty RRset.
+const (
+	addressesSettle   = 2 * time.Second
+	addressesDeadline = 30 * time.Second
+	addressesPoll     = 500 * time.Millisecond
+)
+
+// settled reads the instance's addresses on the NICs Incus attached until they have
+// been the same, and not empty, for addressesSettle; at the deadline it returns the
+// last read, or an error when that is still empty.
+func (d *addresses) settled(ctx context.Context, project, name string, deadline time.Duration) (v4, v6 []string, err error) {
+	ctx, cancel := context.WithTimeout(ctx, deadline)
+	defer cancel()
+	var last string
+	var since time.Time
+	for {
+		inst, err := d.c.Instance(ctx, project, name)
+		if err != nil {
+			return nil, nil, fmt.Errorf("instance: %w", err)
+		}
+		st, err := d.c.InstanceState(ctx, project, name)
+		if err != nil {
+			return nil, nil, fmt.Errorf("network state: %w", err)
+		}
+		v4, v6 = globalAddresses(attachedNICs(inst.Config, st.Network))
+		key := strings.Join(v4, " ") + "|" + strings.Join(v6, " ")
+		if key != last {
+			last, since = key, time.Now()
+		}
+		if len(v4)+len(v6) > 0 && time.Since(since) >= addressesSettle {
+			return v4, v6, nil
+		}
+		select {
+		case <-ctx.Done():
+			if len(v4)+len(v6) > 0 {
+				return v4, v6, nil
+			}
+			return nil, nil, fmt.Errorf("no global address on the instance's Incus NICs after %s: "+
+				"its A and AAAA records are not published empty", deadline)
+		case <-time.After(addressesPoll):
+		}
+	}
+}
+
+// attachedNICs are the interfaces of network that Incus attached to the instance (a
+// nic device): those with the MAC address or the host-side name the daemon recorded
+// for one of its devices (volatile.<device>.hwaddr, .host_name). Interfaces made
+// inside the instance (a container runtime's bridge, a VPN) are not the node's
+// address for others. An instance Incus attached no NIC to has no address but the
+// ones made inside it: all of them are its own.
+func attachedNICs(config map[string]string, network map[string]api.InstanceNetwork) map[string]api.InstanceNetwork {
+	hwaddrs, hostNames := map[string]bool{}, map[string]bool{}
+	for k, v := range config {
+		if !strings.HasPrefix(k, "volatile.") || v == "" {
+			continue
+		}
+		switch {
+		case strings.HasSuffix(k, ".hwaddr"):
+			hwaddrs[strings.ToLower(v)] = true
+		case strings.HasSuffix(k, ".host_name"):
+			hostNames[v] = true
+		}
+	}
+	if len(hwaddrs)+len(hostNames) == 0 {
+		return network
+	}
+	out := map[string]api.InstanceNetwork{}
+	for name, nic := range network {
+		if (nic.Hwaddr != "" && hwaddrs[strings.ToLower(nic.Hwaddr)]) || (nic.HostName != "" && hostNames[nic.HostName]) {
+			out[name] = nic
+		}
+	}
+	return out
 }
 
 // globalAddresses are the IPv4 and IPv6 addresses of the interfaces, sorted

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -448,4 +449,63 @@ func importTinyImage(t *testing.T, project, alias string) string {
 		t.Fatalf("incus image list %s: %q, %v", alias, out, err)
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// Issue 31 item 6: a node's addresses are those of the NICs Incus attached to it
+// (here a p2p NIC, hot-plugged and left down inside the container, so no packet
+// moves), not those of interfaces made inside it (a bridge, as a container runtime
+// makes, and a veth pair); they are read once settled; a node whose Incus NIC has no
+// address is an error, not an empty RRset.
+func TestAddressesOnIncusNICs(t *testing.T) {
+	bed := testbed.Require(t)
+	t.Parallel()
+	node := bed.Node(t)
+	d := newAddresses().(*addresses)
+	if d.err != nil {
+		t.Fatal(d.err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	inside := func(argvs ...[]string) {
+		t.Helper()
+		for _, argv := range argvs {
+			if out, err := node.Exec(ctx, argv...); err != nil {
+				t.Fatalf("%v: %v: %s", argv, err, out)
+			}
+		}
+	}
+	inside(
+		[]string{"ip", "link", "add", "br-inner", "type", "bridge"},
+		[]string{"ip", "addr", "add", "198.51.100.1/24", "dev", "br-inner"},
+		[]string{"ip", "link", "add", "sw0", "type", "veth", "peer", "name", "sw1"},
+		[]string{"ip", "addr", "add", "203.0.113.9/32", "dev", "sw0"},
+	)
+	// No Incus NIC yet: every interface is the node's own.
+	v4, _, err := d.settled(ctx, api.DefaultProject, node.Name, 20*time.Second)
+	if err != nil || !slices.Equal(v4, []string{"198.51.100.1", "203.0.113.9"}) {
+		t.Errorf("no Incus NIC: %v (%v), want the interfaces made inside", v4, err)
+	}
+	if out, err := exec.CommandContext(ctx, "incus", "config", "device", "add", node.Name, "eth0", "nic", "nictype=p2p", "name=eth0").CombinedOutput(); err != nil {
+		t.Fatalf("incus config device add: %v: %s", err, out)
+	}
+	// The Incus NIC without an address: an error, after the deadline.
+	start := time.Now()
+	if v4, v6, err := d.settled(ctx, api.DefaultProject, node.Name, 5*time.Second); err == nil ||
+		!strings.Contains(err.Error(), "no global address on the instance's Incus NICs") {
+		t.Errorf("an Incus NIC without address: %v %v (%v), want an error", v4, v6, err)
+	} else if time.Since(start) < 5*time.Second {
+		t.Errorf("gave up after %s, before the deadline", time.Since(start))
+	}
+	inside(
+		[]string{"ip", "addr", "add", "192.0.2.7/32", "dev", "eth0"},
+		[]string{"ip", "-6", "addr", "add", "2001:db8::7/128", "dev", "eth0", "nodad"},
+	)
+	start = time.Now()
+	v4, v6, err := d.settled(ctx, api.DefaultProject, node.Name, 30*time.Second)
+	if err != nil || !slices.Equal(v4, []string{"192.0.2.7"}) || !slices.Equal(v6, []string{"2001:db8::7"}) {
+		t.Errorf("with an Incus NIC: %v %v (%v), want 192.0.2.7 and 2001:db8::7 alone", v4, v6, err)
+	}
+	if time.Since(start) < addressesSettle {
+		t.Errorf("read after %s, before the addresses settled (%s)", time.Since(start), addressesSettle)
+	}
 }

@@ -201,6 +201,26 @@ func ChangedNodes(p *tfjson.Plan) map[string]bool {
 	return out
 }
 
+// ChangedInstances are the nodes whose Incus instance the plan changes in place or
+// replaces (limits, profiles, image, type); creating one for a new node, reading or
+// deleting one is not in it.
+func ChangedInstances(p *tfjson.Plan) map[string]bool {
+	out := map[string]bool{}
+	if p == nil {
+		return out
+	}
+	for _, rc := range p.ResourceChanges {
+		if rc.Type != InstanceType || rc.Change == nil {
+			continue
+		}
+		a := rc.Change.Actions
+		if node := NodeOf(rc.Address); node != "" && (a.Update() || a.Replace()) {
+			out[node] = true
+		}
+	}
+	return out
+}
+
 // Drifted is, per node whose deployment the plan's refresh found drifted (Read: run
 // or booted by hand), how it departs from its toplevel.
 func Drifted(p *tfjson.Plan) map[string]string {

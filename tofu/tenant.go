@@ -210,8 +210,9 @@ func addTenant(cfg map[string]any, nodes []Node, each map[string]any, t *Tenant)
 			}
 			rrsets[name] = r
 		}
-		// The addresses are read once the node is deployed: its configuration may
-		// give it addresses. A node without any has an empty (absent) RRset.
+		// The addresses are read once the node is deployed (its configuration may
+		// give it addresses) and settled; a node without any fails the read rather
+		// than publishing nothing. A family it has none of is an absent RRset.
 		cfg["data"].(map[string]any)[AddressesType] = map[string]any{ResourceName: map[string]any{
 			"for_each":   "${local.nodes}",
 			"instance":   "${" + InstanceType + "." + ResourceName + "[each.key].name}",

@@ -466,3 +466,23 @@ func TestPrepareSkipsInit(t *testing.T) {
 		t.Fatalf(".terraform gone: initialized %v, %v; want false", w.Initialized, err)
 	}
 }
+
+// Issue 31 item 3: the instances a plan updates or replaces, not those it creates,
+// reads or leaves alone (actions as `tofu show -json` prints them).
+func TestChangedInstances(t *testing.T) {
+	var p tfjson.Plan
+	if err := json.Unmarshal([]byte(`{"format_version":"1.2","resource_changes":[
+		{"address":"switchyard_incus_instance.node[\"web1\"]","type":"switchyard_incus_instance","change":{"actions":["delete","create"]}},
+		{"address":"switchyard_incus_instance.node[\"web2\"]","type":"switchyard_incus_instance","change":{"actions":["update"]}},
+		{"address":"switchyard_incus_instance.node[\"web3\"]","type":"switchyard_incus_instance","change":{"actions":["create"]}},
+		{"address":"switchyard_incus_instance.node[\"web4\"]","type":"switchyard_incus_instance","change":{"actions":["no-op"]}},
+		{"address":"switchyard_deployment.node[\"web5\"]","type":"switchyard_deployment","change":{"actions":["update"]}}]}`), &p); err != nil {
+		t.Fatal(err)
+	}
+	if c := ChangedInstances(&p); len(c) != 2 || !c["web1"] || !c["web2"] {
+		t.Errorf("changed instances %v, want web1 (replaced) and web2 (updated)", c)
+	}
+	if c := ChangedInstances(nil); len(c) != 0 {
+		t.Errorf("no plan: %v", c)
+	}
+}

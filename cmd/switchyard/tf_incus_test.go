@@ -170,6 +170,32 @@ func TestTFIncusApplyPlanDestroy(t *testing.T) {
 		t.Errorf("web2 touched: %q", logMsgs(r))
 	}
 
+	// Issue 31 item 3: a rollout whose plan replaces instances outside its first
+	// stage (both images change: web1 is the canary, web2 would be recreated at the
+	// start of the apply, before the canary is judged) is refused, naming web2, and
+	// nothing changes.
+	for _, name := range []string{"web1", "web2"} {
+		if out, err := incusCLI(t, "exec", "--project", project, name, "--", "touch", "/etc/before-rollout"); err != nil {
+			t.Fatalf("mark %s: %v: %s", name, err, out)
+		}
+	}
+	plantest.WriteTree(t, tree, plantest.Tree{Nodes: []plantest.Node{
+		{Name: "web1", Image: bed.Image}, {Name: "web2", Image: alias},
+	}, Methods: inProject(project)})
+	r = switchyard(t, env, "tf-incus", "apply", "--tree", tree, "--output", "json", "--rollout", "canary=1")
+	wantCode(t, r, 2)
+	if !strings.Contains(r.stderr, "the Incus instances of web2, outside the rollout's first stage") {
+		t.Errorf("rollout changing web2's instance: stderr %q", r.stderr)
+	}
+	for _, name := range []string{"web1", "web2"} {
+		if _, err := incusCLI(t, "exec", "--project", project, name, "--", "test", "-e", "/etc/before-rollout"); err != nil {
+			t.Errorf("%s's instance was replaced by a refused rollout", name)
+		}
+	}
+	plantest.WriteTree(t, tree, plantest.Tree{Nodes: []plantest.Node{
+		{Name: "web1", Image: alias}, {Name: "web2", Image: bed.Image},
+	}, Methods: inProject(project)})
+
 	// Issue 31 item 7: web2 leaves the tree. The plan's warning says what the apply
 	// does (its instance is deleted), and the apply does that, leaving web1 alone.
 	plantest.WriteTree(t, tree, plantest.Tree{Nodes: []plantest.Node{{Name: "web1", Image: alias}}, Methods: inProject(project)})
