@@ -45,7 +45,7 @@ func (d *addresses) Metadata(_ context.Context, req datasource.MetadataRequest, 
 func (d *addresses) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
 	resp.Schema = schema.Schema{
 		Description: "The global addresses of an Incus instance as the daemon reports them (its network state) on the NICs " +
-			"Incus attached to it (not the loopback interface, nor bridges or tunnels made inside the instance), without " +
+			"Incus attached to it (by MAC address; not the loopback interface, nor bridges or tunnels made inside the instance), without " +
 			"loopback and link-local addresses, once they stayed the same for 2 s; an error when it has none after 30 s.",
 		Attributes: map[string]schema.Attribute{
 			"instance": schema.StringAttribute{Required: true, Description: "the instance's name"},
@@ -129,30 +129,26 @@ func (d *addresses) settled(ctx context.Context, project, name string, deadline 
 }
 
 // attachedNICs are the interfaces of network that Incus attached to the instance (a
-// nic device): those with the MAC address or the host-side name the daemon recorded
-// for one of its devices (volatile.<device>.hwaddr, .host_name). Interfaces made
-// inside the instance (a container runtime's bridge, a VPN) are not the node's
-// address for others. An instance Incus attached no NIC to has no address but the
-// ones made inside it: all of them are its own.
+// nic device): those with the MAC address the daemon recorded for one of its devices
+// (volatile.<device>.hwaddr). Interfaces made inside the instance (a container
+// runtime's bridge, a VPN, a veth pair) are not the node's address for others. The
+// state's host_name does not tell them apart: for a veth pair made inside, Incus
+// names whatever host interface has its peer's ifindex (recorded in
+// testdata/incus-state-p2p.json). An instance Incus attached no NIC to has no
+// address but the ones made inside it: all of them are its own.
 func attachedNICs(config map[string]string, network map[string]api.InstanceNetwork) map[string]api.InstanceNetwork {
-	hwaddrs, hostNames := map[string]bool{}, map[string]bool{}
+	hwaddrs := map[string]bool{}
 	for k, v := range config {
-		if !strings.HasPrefix(k, "volatile.") || v == "" {
-			continue
-		}
-		switch {
-		case strings.HasSuffix(k, ".hwaddr"):
+		if strings.HasPrefix(k, "volatile.") && strings.HasSuffix(k, ".hwaddr") && v != "" {
 			hwaddrs[strings.ToLower(v)] = true
-		case strings.HasSuffix(k, ".host_name"):
-			hostNames[v] = true
 		}
 	}
-	if len(hwaddrs)+len(hostNames) == 0 {
+	if len(hwaddrs) == 0 {
 		return network
 	}
 	out := map[string]api.InstanceNetwork{}
 	for name, nic := range network {
-		if (nic.Hwaddr != "" && hwaddrs[strings.ToLower(nic.Hwaddr)]) || (nic.HostName != "" && hostNames[nic.HostName]) {
+		if nic.Hwaddr != "" && hwaddrs[strings.ToLower(nic.Hwaddr)] {
 			out[name] = nic
 		}
 	}

@@ -2,7 +2,9 @@ package provider
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -481,7 +483,9 @@ func TestAddressesOnIncusNICs(t *testing.T) {
 		[]string{"ip", "addr", "add", "203.0.113.9/32", "dev", "sw0"},
 	)
 	// No Incus NIC yet: every interface is the node's own.
+	start := time.Now()
 	v4, _, err := d.settled(ctx, api.DefaultProject, node.Name, 20*time.Second)
+	t.Logf("no Incus NIC: %v after %s", v4, time.Since(start).Round(time.Millisecond))
 	if err != nil || !slices.Equal(v4, []string{"198.51.100.1", "203.0.113.9"}) {
 		t.Errorf("no Incus NIC: %v (%v), want the interfaces made inside", v4, err)
 	}
@@ -489,7 +493,7 @@ func TestAddressesOnIncusNICs(t *testing.T) {
 		t.Fatalf("incus config device add: %v: %s", err, out)
 	}
 	// The Incus NIC without an address: an error, after the deadline.
-	start := time.Now()
+	start = time.Now()
 	if v4, v6, err := d.settled(ctx, api.DefaultProject, node.Name, 5*time.Second); err == nil ||
 		!strings.Contains(err.Error(), "no global address on the instance's Incus NICs") {
 		t.Errorf("an Incus NIC without address: %v %v (%v), want an error", v4, v6, err)
@@ -502,10 +506,39 @@ func TestAddressesOnIncusNICs(t *testing.T) {
 	)
 	start = time.Now()
 	v4, v6, err := d.settled(ctx, api.DefaultProject, node.Name, 30*time.Second)
+	t.Logf("with an Incus NIC: %v %v after %s", v4, v6, time.Since(start).Round(time.Millisecond))
 	if err != nil || !slices.Equal(v4, []string{"192.0.2.7"}) || !slices.Equal(v6, []string{"2001:db8::7"}) {
 		t.Errorf("with an Incus NIC: %v %v (%v), want 192.0.2.7 and 2001:db8::7 alone", v4, v6, err)
 	}
 	if time.Since(start) < addressesSettle {
 		t.Errorf("read after %s, before the addresses settled (%s)", time.Since(start), addressesSettle)
+	}
+}
+
+// attachedNICs on the recorded state of a container with an Incus p2p NIC and a
+// bridge and a veth pair made inside it: eth0 alone, whatever host_name Incus
+// reports for the others; with no NIC recorded, every interface (issue 31 item 6).
+func TestAttachedNICsRecorded(t *testing.T) {
+	b, err := os.ReadFile("testdata/incus-state-p2p.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec struct {
+		Config  map[string]string              `json:"config"`
+		Network map[string]api.InstanceNetwork `json:"network"`
+	}
+	if err := json.Unmarshal(b, &rec); err != nil {
+		t.Fatal(err)
+	}
+	got := attachedNICs(rec.Config, rec.Network)
+	if len(got) != 1 || got["eth0"].Hwaddr == "" {
+		t.Errorf("attached %v, want eth0 alone", slices.Sorted(maps.Keys(got)))
+	}
+	v4, v6 := globalAddresses(got)
+	if !slices.Equal(v4, []string{"192.0.2.7"}) || !slices.Equal(v6, []string{"2001:db8::7"}) {
+		t.Errorf("addresses %v %v", v4, v6)
+	}
+	if all := attachedNICs(nil, rec.Network); len(all) != len(rec.Network) {
+		t.Errorf("no NIC recorded: %d of %d interfaces", len(all), len(rec.Network))
 	}
 }
