@@ -390,8 +390,7 @@ func instancesOutsideCanary(stages []rollout.Stage, instances map[string]bool) e
 		return nil
 	}
 	return fmt.Errorf("--rollout: the plan changes the Incus instances of %s, outside the rollout's first stage: "+
-		"OpenTofu would change them before the canary is judged; apply the instance change without --rollout, "+
-		"or the deployments first and the instances then: %w", strings.Join(outside, ", "), ErrRefused)
+		"OpenTofu would change them before the canary is judged; apply the instance change without --rollout: %w", strings.Join(outside, ", "), ErrRefused)
 }
 
 // refreshedPlan is a plan of the configuration as it stands (refreshed: every

@@ -92,11 +92,11 @@ const (
 )
 
 // settled reads the instance's addresses on the NICs Incus attached until they have
-// been the same, and not empty, for addressesSettle; at the deadline it returns the
-// last read, or an error when that is still empty.
-func (d *addresses) settled(ctx context.Context, project, name string, deadline time.Duration) (v4, v6 []string, err error) {
-	ctx, cancel := context.WithTimeout(ctx, deadline)
-	defer cancel()
+// been the same, and not empty, for addressesSettle; after wait it returns the last
+// read, or an error when that is still empty. Each read is bounded by ctx and the
+// client's own timeouts.
+func (d *addresses) settled(ctx context.Context, project, name string, wait time.Duration) (v4, v6 []string, err error) {
+	deadline := time.Now().Add(wait)
 	var last string
 	var since time.Time
 	for {
@@ -113,16 +113,17 @@ func (d *addresses) settled(ctx context.Context, project, name string, deadline 
 		if key != last {
 			last, since = key, time.Now()
 		}
-		if len(v4)+len(v6) > 0 && time.Since(since) >= addressesSettle {
+		found := len(v4)+len(v6) > 0
+		switch {
+		case found && (time.Since(since) >= addressesSettle || time.Now().After(deadline)):
 			return v4, v6, nil
+		case time.Now().After(deadline):
+			return nil, nil, fmt.Errorf("no global address on the instance's Incus NICs after %s: "+
+				"its A and AAAA records are not published empty", wait)
 		}
 		select {
 		case <-ctx.Done():
-			if len(v4)+len(v6) > 0 {
-				return v4, v6, nil
-			}
-			return nil, nil, fmt.Errorf("no global address on the instance's Incus NICs after %s: "+
-				"its A and AAAA records are not published empty", deadline)
+			return nil, nil, fmt.Errorf("addresses: %w", ctx.Err())
 		case <-time.After(addressesPoll):
 		}
 	}
