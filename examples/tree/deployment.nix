@@ -12,7 +12,10 @@
 # here, or in local.nix (below).
 #
 # `system` names the tree's builder: this example builds without nixpkgs, from the test
-# bed's closures (builder.nix). A real tree sets `system = "nixos";` and `nixpkgs`.
+# bed's closures (builder.nix). A real tree sets `system = "nixos";` and `nixpkgs`, and
+# gives each SSH node the machine's own NixOS modules (its hardware-configuration.nix:
+# root file system and boot loader), without which NixOS does not evaluate; Incus nodes
+# get theirs from switchyard (lxc-container.nix or incus-virtual-machine.nix).
 #
 # A gitignored `local.nix` next to this file, when present, overrides nodes' ssh
 # settings for this machine (the README's main job writes one for its throwaway node):
