@@ -188,6 +188,24 @@ func (o *Text) Summary(nodes, ok, failed, exitCode int) {
 	o.above(o.stdout, fmt.Sprintf("%d nodes: %d ok, %d failed (exit %d)\n", nodes, ok, failed, exitCode))
 }
 
+// PlanSummary ends a plan: how many nodes would change, in the plan's words.
+func (o *Text) PlanSummary(nodes, changed, failed, exitCode int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.block != nil {
+		o.block.Release()
+		o.order, o.nodes = nil, map[string]*nodeStatus{}
+	}
+	if nodes <= 1 {
+		return
+	}
+	line := fmt.Sprintf("%d nodes: %d would be deployed, %d unchanged", nodes, changed-failed, nodes-changed)
+	if failed > 0 {
+		line += fmt.Sprintf(", %d could not be planned", failed)
+	}
+	o.above(o.stdout, fmt.Sprintf("%s (exit %d)\n", line, exitCode))
+}
+
 func (o *Text) Plan(node, conf string, changed bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()

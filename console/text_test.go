@@ -2,6 +2,7 @@ package console
 
 import (
 	"bytes"
+	"io"
 	"strconv"
 	"strings"
 	"sync"
@@ -192,4 +193,24 @@ func TestNotTerminalProgress(t *testing.T) {
 		t.Errorf("escape sequences off a terminal: %q", stderr.String())
 	}
 
+}
+
+// A plan ends with what would change, not with an ok/failed count that reads as a
+// failure (issue 33: "2 nodes: 0 ok, 2 failed (exit 0)" after `plan --offline`).
+func TestPlanSummary(t *testing.T) {
+	for _, c := range []struct {
+		nodes, changed, failed, code int
+		want                         string
+	}{
+		{2, 2, 0, 0, "2 nodes: 2 would be deployed, 0 unchanged (exit 0)\n"},
+		{3, 1, 0, 0, "3 nodes: 1 would be deployed, 2 unchanged (exit 0)\n"},
+		{3, 2, 1, 3, "3 nodes: 1 would be deployed, 1 unchanged, 1 could not be planned (exit 3)\n"},
+		{1, 1, 0, 0, ""},
+	} {
+		var out strings.Builder
+		NewTextOn(&out, io.Discard, nil).PlanSummary(c.nodes, c.changed, c.failed, c.code)
+		if out.String() != c.want {
+			t.Errorf("PlanSummary(%d, %d, %d, %d) = %q, want %q", c.nodes, c.changed, c.failed, c.code, out.String(), c.want)
+		}
+	}
 }

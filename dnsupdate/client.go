@@ -173,7 +173,7 @@ func inZone(zone, name string) (string, string, error) {
 // Read queries the server for the RRset name/typ of zone. Not found (NXDOMAIN or
 // no data) is false; a refused or non-authoritative answer is an error.
 func (c *Client) Read(ctx context.Context, zone, name, typ string) (RRset, bool, error) {
-	zone, name, err := inZone(zone, name)
+	_, name, err := inZone(zone, name)
 	if err != nil {
 		return RRset{}, false, err
 	}

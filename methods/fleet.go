@@ -331,10 +331,13 @@ func (f *fleet) plan(ctx context.Context, out string) (int, error) {
 		sp, _, c := f.planNode(ctx, n)
 		return planned{sp, c}
 	})
-	code := ExitOK
+	code, failed := ExitOK, 0
 	for i, n := range f.p.Nodes {
 		saved.Nodes[n.Name] = results[i].sp
 		code = max(code, results[i].code)
+		if results[i].code != ExitOK {
+			failed++
+		}
 	}
 	for _, n := range f.p.Nodes {
 		f.out.Plan(n.Name, n.NixosConf, saved.Nodes[n.Name].Changed)
@@ -348,7 +351,7 @@ func (f *fleet) plan(ctx context.Context, out string) (int, error) {
 			changed++
 		}
 	}
-	f.out.Summary(len(f.p.Nodes), len(f.p.Nodes)-changed, changed, code)
+	f.out.PlanSummary(len(f.p.Nodes), changed, failed, code)
 	return code, nil
 }
 

@@ -93,6 +93,9 @@ type Reporter interface {
 	Verdict(v verdict.Verdict)
 	Plan(node, nixosConf string, changed bool)
 	Summary(nodes, ok, failed, exitCode int)
+	// PlanSummary closes the plan verb: of nodes, changed would be deployed and
+	// failed could not be planned (they count as changed too).
+	PlanSummary(nodes, changed, failed, exitCode int)
 }
 
 // Run runs req's verb and returns the exit code (SPEC 2.1). err, when not nil, is

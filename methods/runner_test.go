@@ -309,16 +309,17 @@ func TestSSHPlan(t *testing.T) {
 		code    int
 		changed map[string]bool
 		dialed  int
+		summary []int // nodes, changed, failed, exit code
 	}{
 		{"one runs its toplevel, one does not",
 			map[string]*effectstest.Node{"web1": {Current: "/nix/store/web1-system"}, "web2": {Current: "/nix/store/old-system"}},
-			[]string{"web1", "web2"}, false, ExitOK, map[string]bool{"web1": false, "web2": true}, 2},
+			[]string{"web1", "web2"}, false, ExitOK, map[string]bool{"web1": false, "web2": true}, 2, []int{2, 1, 0, ExitOK}},
 		{"unreachable", map[string]*effectstest.Node{"web1": {Unreachable: true}},
-			[]string{"web1"}, false, ExitInfra, map[string]bool{"web1": true}, 1},
-		{"transport refused", nil, []string{"web1"}, false, ExitRefused, map[string]bool{"web1": true}, 1},
-		{"evaluation failed", nil, []string{"broken"}, false, ExitInfra, map[string]bool{"broken": true}, 0},
+			[]string{"web1"}, false, ExitInfra, map[string]bool{"web1": true}, 1, []int{1, 1, 1, ExitInfra}},
+		{"transport refused", nil, []string{"web1"}, false, ExitRefused, map[string]bool{"web1": true}, 1, []int{1, 1, 1, ExitRefused}},
+		{"evaluation failed", nil, []string{"broken"}, false, ExitInfra, map[string]bool{"broken": true}, 0, []int{1, 1, 1, ExitInfra}},
 		{"offline: no node dialed, every node would be deployed", nil, []string{"web1", "web2"}, true, ExitOK,
-			map[string]bool{"web1": true, "web2": true}, 0},
+			map[string]bool{"web1": true, "web2": true}, 0, []int{2, 2, 0, ExitOK}},
 	} {
 		f, rep, dialed := sshFleet(t, tc.nodes, tc.names...)
 		f.offline = tc.offline
@@ -326,6 +327,9 @@ func TestSSHPlan(t *testing.T) {
 		code, err := f.plan(context.Background(), out)
 		if err != nil || code != tc.code {
 			t.Errorf("%s: exit %d, %v; want %d", tc.name, code, err, tc.code)
+		}
+		if !slices.Equal(rep.Summarized(), tc.summary) {
+			t.Errorf("%s: plan summary %v, want %v", tc.name, rep.Summarized(), tc.summary)
 		}
 		if fmt.Sprint(rep.Plans()) != fmt.Sprint(tc.changed) || *dialed != tc.dialed {
 			t.Errorf("%s: plans %v, dialed %d; want %v, %d", tc.name, rep.Plans(), *dialed, tc.changed, tc.dialed)

@@ -722,7 +722,7 @@ func (r *tfRun) plan(ctx context.Context) (int, error) {
 	if err := saved.write(r.req.PlanOut); err != nil {
 		return ExitInfra, err
 	}
-	r.out.Summary(len(r.p.Nodes), len(r.p.Nodes)-n, n, ExitOK)
+	r.out.PlanSummary(len(r.p.Nodes), n, 0, ExitOK)
 	return ExitOK, nil
 }
 

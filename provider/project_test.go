@@ -212,7 +212,7 @@ func TestProjectResource(t *testing.T) {
 		p.Config["restricted.containers.nesting"] != "" || p.Config["restricted.devices.disk"] != "managed" {
 		t.Errorf("after update: %+v", p)
 	}
-	state, m = h.read(uresp.State)
+	state, _ = h.read(uresp.State)
 	if !state.Raw.Equal(uresp.State.Raw) {
 		t.Errorf("read after update changed the state: %v -> %v", uresp.State.Raw, state.Raw)
 	}

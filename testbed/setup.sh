@@ -86,14 +86,14 @@ configure_nix() {
 	# Single-user Nix as root: no build users, no sandbox (no user namespaces for
 	# builds here), and no binary cache (none is reachable; asking costs seconds).
 	mkdir -p /etc/nix
-	local want='sandbox = false
+	local conf='sandbox = false
 build-users-group =
 substituters ='
-	if [ "$(grep -sE '^(sandbox|build-users-group|substituters) *=' /etc/nix/nix.conf | sort)" != "$(echo "$want" | sort)" ]; then
+	if [ "$(grep -sE '^(sandbox|build-users-group|substituters) *=' /etc/nix/nix.conf | sort)" != "$(echo "$conf" | sort)" ]; then
 		log "configuring /etc/nix/nix.conf for single-user root builds without a binary cache"
 		{
 			grep -vsE '^(sandbox|build-users-group|substituters) *=' /etc/nix/nix.conf || true
-			echo "$want"
+			echo "$conf"
 		} >/etc/nix/nix.conf.new
 		mv /etc/nix/nix.conf.new /etc/nix/nix.conf
 	fi
@@ -107,9 +107,9 @@ substituters ='
 raise_limits() {
 	for kv in fs.inotify.max_user_instances=8192 fs.inotify.max_user_watches=524288 \
 		kernel.keys.maxkeys=2000 kernel.keys.maxbytes=2000000; do
-		key=${kv%%=*} want=${kv#*=}
+		key=${kv%%=*} min=${kv#*=}
 		have=$(sysctl -n "$key" 2>/dev/null || echo 0)
-		if [ "$have" -lt "$want" ]; then sysctl -qw "$kv" || log "cannot raise $key to $want"; fi
+		if [ "$have" -lt "$min" ]; then sysctl -qw "$kv" || log "cannot raise $key to $min"; fi
 	done
 }
 

@@ -13,19 +13,19 @@ type SwitchResult string
 // Switch results of SPEC 4.5.
 const (
 	SwitchOK             SwitchResult = "ok"
-	SwitchUnitsFailed                 = "units-failed"
-	SwitchRebootNeeded                = "reboot-needed"
-	SwitchError                       = "error"
-	SwitchNeverConfirmed              = "never-confirmed"
+	SwitchUnitsFailed    SwitchResult = "units-failed"
+	SwitchRebootNeeded   SwitchResult = "reboot-needed"
+	SwitchError          SwitchResult = "error"
+	SwitchNeverConfirmed SwitchResult = "never-confirmed"
 	// SwitchRolledBack: the activation took effect but the deployer's confirmation
 	// over a fresh connection did not reach the node in DEPLOY_CONFIRM_TIMEOUT, so
 	// the node switched itself back to the generation it ran before (SPEC 4.6).
-	SwitchRolledBack = "rolled-back"
-	SwitchSkipped    = "skipped"
-	SwitchUnchanged  = "unchanged"
+	SwitchRolledBack SwitchResult = "rolled-back"
+	SwitchSkipped    SwitchResult = "skipped"
+	SwitchUnchanged  SwitchResult = "unchanged"
 	// SwitchHeld: a staged rollout stopped before the node; nothing on it was
 	// changed or read, and the caller's reason says where the rollout stopped.
-	SwitchHeld = "held"
+	SwitchHeld SwitchResult = "held"
 )
 
 // finding is one reason a node fails: its exit code, the reasons it adds to the

@@ -131,7 +131,7 @@ func TestJournalRerunAfterKillDuringSwitch(t *testing.T) {
 
 	r := switchyard(t, env, "ssh", "apply", "--tree", tree, "--output", "json")
 	wantCode(t, r, 0)
-	want := fmt.Sprintf("web1: journal: the last run (deployer host ")
+	want := "web1: journal: the last run (deployer host "
 	if countLogs(r, "web1", strings.TrimPrefix(want, "web1: ")) != 1 ||
 		countLogs(r, "web1", "was killed in switch of "+top+"; its unit "+unit+" is still on the node: not switching again") != 1 {
 		t.Errorf("the rerun does not say what it found from the journal: %q", logMsgs(r))

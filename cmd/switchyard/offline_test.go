@@ -42,4 +42,16 @@ func TestSSHPlanOffline(t *testing.T) {
 	if n := countLogs(r, "web1", "offline"); n != 1 {
 		t.Errorf("logs %q: want web1's offline plan named", logMsgs(r))
 	}
+	// The closing line says what the plan found in its own terms (issue 33: it read
+	// "2 nodes: 0 ok, 2 failed (exit 0)").
+	if s := r.events[len(r.events)-1]; s["kind"] != "summary" || s["changed"] != 2.0 || s["ok"] != 2.0 || s["failed"] != 0.0 {
+		t.Errorf("summary %v: want 2 changed, 2 planned, 0 failed", s)
+	}
+	r = switchyard(t, []string{"DEPLOYMENT=" + deployment, "DEPLOY_EVAL_CACHE_DIR=" + t.TempDir(), "DEPLOY_WAIT_TIMEOUT=1"},
+		"ssh", "plan", "--offline", "--tree", tree)
+	wantCode(t, r, 0)
+	lines := strings.Split(strings.TrimRight(r.stdout, "\n"), "\n")
+	if last := lines[len(lines)-1]; last != "2 nodes: 2 would be deployed, 0 unchanged (exit 0)" {
+		t.Errorf("the text plan ends with %q", last)
+	}
 }

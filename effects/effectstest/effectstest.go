@@ -407,6 +407,13 @@ func (e *Events) Plan(node, nixosConf string, changed bool) {
 	e.plans[node] = changed
 }
 
+// PlanSummary is kept as Summary's nodes, changed, failed and exit code.
+func (e *Events) PlanSummary(nodes, changed, failed, exitCode int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.summary = []int{nodes, changed, failed, exitCode}
+}
+
 func (e *Events) Summary(nodes, ok, failed, exitCode int) {
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -28,7 +28,7 @@ type Node struct {
 
 // Tree is what WriteTree writes.
 type Tree struct {
-	Group   string // default "web"
+	Group string // default "web"
 	// Domains is the group's domains (SPEC 6.9: what a submission may set as domain).
 	Domains []string
 	Nodes   []Node

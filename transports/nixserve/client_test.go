@@ -232,7 +232,7 @@ func TestCopyBatchesSmallPaths(t *testing.T) {
 	store, root := fakeClosure(500, 1000)
 	store.oneWrite = true
 	node := newFakeNode()
-	st, err, served, writes := copyCounting(ctxFor(t, time.Minute), node, store, root)
+	st, writes, err, served := copyCounting(ctxFor(t, time.Minute), node, store, root)
 	if err != nil || served != nil || st.Sent != 502 {
 		t.Fatalf("Copy: %+v, %v; node: %v", st, err, served)
 	}

@@ -382,13 +382,6 @@ type fakeNode struct {
 
 func newFakeNode() *fakeNode { return &fakeNode{store: map[string]record{}} }
 
-func (n *fakeNode) valid(p string) bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	_, ok := n.store[p]
-	return ok
-}
-
 func (n *fakeNode) count() int {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -765,12 +758,12 @@ func parseNAR(r io.Reader) error {
 // of two pipes, the client's input closed when the node ends, and the node's
 // input closed when Copy returns.
 func copyTo(ctx context.Context, node *fakeNode, local nixserve.Store, paths ...string) (nixserve.Stats, error, error) {
-	st, err, served, _ := copyCounting(ctx, node, local, paths...)
+	st, _, err, served := copyCounting(ctx, node, local, paths...)
 	return st, err, served
 }
 
 // copyCounting is copyTo that also counts the writes that reach the node.
-func copyCounting(ctx context.Context, node *fakeNode, local nixserve.Store, paths ...string) (nixserve.Stats, error, error, int) {
+func copyCounting(ctx context.Context, node *fakeNode, local nixserve.Store, paths ...string) (nixserve.Stats, int, error, error) {
 	toNodeR, pw := io.Pipe()
 	toNodeW := &writeCounter{w: pw}
 	// The node's output is buffered, as a pipe or an SSH channel buffers it: the
@@ -788,7 +781,7 @@ func copyCounting(ctx context.Context, node *fakeNode, local nixserve.Store, pat
 	}()
 	st, err := nixserve.Copy(ctx, fromNodeR, toNodeW, paths, local)
 	pw.Close()
-	return st, err, <-served, toNodeW.writes
+	return st, toNodeW.writes, err, <-served
 }
 
 // writeCounter counts the writes to w.

@@ -22,10 +22,10 @@ import (
 // pauseAfter passes writes on to w until n bytes, then signals reached and waits
 // for release.
 type pauseAfter struct {
-	w                 io.Writer
-	left              int64
-	reached, release  chan struct{}
-	reachedOnce, done sync.Once
+	w                io.Writer
+	left             int64
+	reached, release chan struct{}
+	reachedOnce      sync.Once
 }
 
 func (p *pauseAfter) Write(b []byte) (int, error) {

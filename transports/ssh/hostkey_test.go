@@ -112,10 +112,6 @@ func TestRefusedWithoutKnownKey(t *testing.T) {
 	}
 }
 
-func contains(s, sub string) bool {
-	return len(sub) == 0 || len(s) >= len(sub) && (s[:len(sub)] == sub || contains(s[1:], sub))
-}
-
 // serveOneHandshake runs the server side of a handshake with a fresh host key and
 // no way to authenticate.
 func serveOneHandshake(c net.Conn) {

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -196,6 +195,6 @@ func statusBytes(t *testing.T, field string) int64 {
 		}
 		return kb << 10
 	}
-	t.Fatal(fmt.Sprintf("/proc/self/status has no %s", field))
+	t.Fatalf("/proc/self/status has no %s", field)
 	return 0
 }

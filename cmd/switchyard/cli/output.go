@@ -52,6 +52,7 @@ type summaryEvent struct {
 	OK       int    `json:"ok"`
 	Failed   int    `json:"failed"`
 	ExitCode int    `json:"exit_code"`
+	Changed  *int   `json:"changed,omitempty"` // the plan verb's: nodes that would be deployed
 }
 
 func (o *jsonOutput) Phase(node, phase string, state effects.PhaseState, elapsed time.Duration) {
@@ -63,5 +64,11 @@ func (o *jsonOutput) Plan(node, conf string, changed bool) {
 	o.emit(planEvent{"plan", node, conf, changed})
 }
 func (o *jsonOutput) Summary(nodes, ok, failed, exitCode int) {
-	o.emit(summaryEvent{"summary", nodes, ok, failed, exitCode})
+	o.emit(summaryEvent{"summary", nodes, ok, failed, exitCode, nil})
+}
+
+// PlanSummary: ok and failed count the nodes planned and those that could not be;
+// changed, those that would be deployed.
+func (o *jsonOutput) PlanSummary(nodes, changed, failed, exitCode int) {
+	o.emit(summaryEvent{"summary", nodes, nodes - failed, failed, exitCode, &changed})
 }
