@@ -56,7 +56,7 @@ func findTofu() (string, error) {
 	if p, err := exec.LookPath("tofu"); err == nil {
 		return p, nil
 	}
-	cached := filepath.Join(testbed.CacheDir(), "tofu-1.10.6", "tofu")
+	cached := filepath.Join(testbed.CacheDir(), "tofu-"+testbed.Pin("tofu"), "tofu")
 	if _, err := os.Stat(cached); err == nil {
 		return cached, nil
 	}

@@ -6,9 +6,14 @@
 # tools only and HOME pointing nowhere; flake.nix's checkPhase runs `go test ./...` there
 # (GOFLAGS=-mod=vendor: buildGoModule drops -trimpath for its tests, and so do we).
 # No nixpkgs is reachable on this machine, so this script makes the same conditions by
-# hand and runs the same command, once per Go version given (default: 1.26.0, the first
-# Go 1.26 release: the pinned nixos-26.05's go_1_26 is a 1.26 patch release at or after
-# it, and go.mod and its dependencies ask for no more than 1.26.0).
+# hand and runs the same command, once per Go version given (default:
+# switchyard_check_go_version of versions.sh, 1.26.0, the first Go 1.26 release: the
+# pinned nixos-26.05's go_1_26 is a 1.26 patch release at or after it, and go.mod and
+# its dependencies ask for no more than 1.26.0).
+#
+# It is test.sh's unit tier. With SWITCHYARD_SKIPPED_OUT=FILE it writes there the
+# packages in which a test skipped (it needs a tool, root or the test bed): the test-bed
+# tier runs those again with the test bed, and no others.
 #
 #   bash testbed/checkphase.sh [GO_VERSION...]
 set -euo pipefail
@@ -18,7 +23,7 @@ switchyard_ensure_go
 
 [ "$(id -u)" = 0 ] || { echo "checkphase: run as root (it drops to the nobody user)" >&2; exit 2; }
 versions=("$@")
-[ ${#versions[@]} -gt 0 ] || versions=(1.26.0)
+[ ${#versions[@]} -gt 0 ] || versions=("$switchyard_check_go_version")
 
 # A short path, like the sandbox's /build: unix sockets of tests live under it.
 work=$(mktemp -d /tmp/cp.XXXXXX)
@@ -46,10 +51,16 @@ for v in "${versions[@]}"; do
 		env -i PATH="$godir/bin:$work/bin" HOME="$work/home" TMPDIR="$work/home" \
 		GOCACHE="$work/home/gocache" GOPATH="$work/home/gopath" GOFLAGS=-mod=vendor \
 		GOPROXY=off GOSUMDB=off GOTOOLCHAIN=local \
-		go test -vet=off -count=1 ./... >"$work/out" 2>&1); then
+		go test -v -vet=off -count=1 ./... >"$work/out" 2>&1); then
 		status=1
+		cat "$work/out" >&2
 	fi
-	grep -vE '^(ok|\?) ' "$work/out" >&2 || true
-	echo "checkphase: Go $v: $(grep -c '^ok ' "$work/out") packages passed, $(grep -c '^FAIL' "$work/out") failed" >&2
+	# go test -v prints each package's tests together, then its ok or FAIL line.
+	awk '/^[[:space:]]*--- SKIP:/ { skipped = 1 } /^(ok|FAIL)\t/ { if (skipped) print $2; skipped = 0 }' \
+		"$work/out" | sort -u >"$work/skipped"
+	echo "checkphase: Go $v: $(grep -c '^ok	' "$work/out") packages passed, $(grep -c '^FAIL	' "$work/out") failed," \
+		"$(grep -cE '^[[:space:]]*--- PASS' "$work/out") tests passed, $(grep -cE '^[[:space:]]*--- SKIP' "$work/out") skipped" \
+		"(in $(wc -l <"$work/skipped") packages)" >&2
 done
+if [ -n "${SWITCHYARD_SKIPPED_OUT:-}" ]; then cp "$work/skipped" "$SWITCHYARD_SKIPPED_OUT"; fi
 exit "$status"

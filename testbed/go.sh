@@ -1,8 +1,8 @@
 # Sourced by the README's scripts: puts a Go toolchain (go.mod's version or newer) on
 # PATH. A fresh Debian 12 machine has none and no download site is reachable, so the
 # toolchain comes from the Go module proxy (golang.org/toolchain), cached per machine.
-# shellcheck shell=bash
-switchyard_go_version=1.26.8
+# shellcheck shell=bash source=testbed/versions.sh
+. "$(dirname "${BASH_SOURCE[0]}")/versions.sh"
 
 switchyard_ensure_go() {
 	local cache=${SWITCHYARD_TESTBED_CACHE:-/var/cache/switchyard-testbed}

@@ -11,7 +11,7 @@
 #     exports SWITCHYARD_TOFU)
 #   - with SWITCHYARD_TESTBED_OPERATOR=1 (test.sh), what tf-incus-operator's tests run
 #     against: bind9 and knot (Debian packages; the tests start them unprivileged on
-#     loopback) and spire-server v1.13.3, built once from the Go module proxy and cached
+#     loopback) and spire-server (versions.sh), built once from the Go module proxy and cached
 #     under $SWITCHYARD_TESTBED_CACHE/spire-<version>/spire-server (test.sh exports
 #     SWITCHYARD_SPIRE_SERVER)
 #   - with SWITCHYARD_TESTBED_VM=1 (test.sh), the VM tier: qemu, extlinux, and the VM
@@ -22,6 +22,8 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=testbed/versions.sh
+. "$here/versions.sh"
 cache=${SWITCHYARD_TESTBED_CACHE:-/var/cache/switchyard-testbed}
 log() { echo "testbed: $*" >&2; }
 
@@ -162,7 +164,7 @@ ensure_tofu() {
 	# `go install` of OpenTofu is refused (its module has a replace directive):
 	# download the module and build ./cmd/tofu inside it (about 2.5 minutes on an
 	# idle machine). version.dev=no as in OpenTofu's releases ("1.10.6", not "-dev").
-	local version=1.10.6 dir bin tmp src
+	local version=$switchyard_tofu_version dir bin tmp src
 	dir=$cache/tofu-$version
 	bin=$dir/tofu
 	if [ -x "$bin" ] && "$bin" version >/dev/null 2>&1; then return; fi
@@ -180,7 +182,7 @@ ensure_tofu() {
 ensure_spire() {
 	# SPIRE publishes no Go-installable server: download the module and build
 	# ./cmd/spire-server inside it (about 16 minutes on 2 cores, cgo for sqlite3).
-	local version=1.13.3 dir bin tmp src
+	local version=$switchyard_spire_version dir bin tmp src
 	dir=$cache/spire-$version
 	bin=$dir/spire-server
 	if [ -x "$bin" ] && "$bin" --version >/dev/null 2>&1; then return; fi

@@ -1,31 +1,98 @@
 #!/usr/bin/env bash
-# The README's test command (and .ci/run): installs and starts the test bed, then
-# vets and runs every test, unit tier and test-bed tier, against real nodes.
+# The README's test command (and .ci/run), in tiers, each timed, nothing run twice:
+#
+#   gate     gofmt, go vet, staticcheck, shellcheck and the unit tier (checkphase.sh:
+#            `go test ./...` as the flake's check runs it, vendored, offline, as nobody),
+#            in a few minutes, before anything of the test bed is installed; a red gate
+#            ends the run there
+#   setup    installs and starts the test bed (setup.sh; cached under
+#            /var/cache/switchyard-testbed, so only a cold machine pays for it)
+#   testbed  the packages in which the unit tier skipped a test, again with the test
+#            bed: real nodes, real Nix closures, OpenTofu, bind9, knot, spire-server
+#   vm       the VM tier (testbed/vm) on its own
+#   fuzz     the fuzz targets, each for a bounded number of executions
+#
+# Versions of every tool are pinned in testbed/versions.sh.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# shellcheck source=testbed/go.sh
 . testbed/go.sh
 switchyard_ensure_go
+cache=${SWITCHYARD_TESTBED_CACHE:-/var/cache/switchyard-testbed}
 
-# The tests need OpenTofu and the VM tier's image (testbed/vm) too.
-export SWITCHYARD_TESTBED_VM=1
-# And tf-incus-operator's servers: bind9, knot, spire-server (built once, cached).
-image=$(SWITCHYARD_TESTBED_TOFU=1 SWITCHYARD_TESTBED_OPERATOR=1 bash testbed/setup.sh)
-# Nodes left by an interrupted run on this machine.
-incus list --format csv -c n user.switchyard-testbed=true | xargs -r -n1 incus delete --force || true
-# Projects (and their instances and cached images) left by an interrupted tf-incus test.
-for project in $(incus project list --format csv | cut -d, -f1 | cut -d' ' -f1 | grep '^switchyard-test-' || true); do
-	incus list --project "$project" --format csv -c n | xargs -r -n1 incus delete --force --project "$project" || true
-	# Only a project with images of its own: another one lists (and would delete) the default project's.
-	if [ "$(incus project get "$project" features.images 2>/dev/null)" = true ]; then
-		incus image list --project "$project" --format csv -c F | xargs -r -n1 incus image delete --project "$project" || true
+times=()
+status=0
+# tier NAME CMD...: runs CMD, prints its time, records a failure in status.
+tier() {
+	local name=$1 start rc=0
+	shift
+	start=$(date +%s)
+	echo "tier $name: start" >&2
+	"$@" || rc=$?
+	times+=("$(printf '%-8s %5ss  %s' "$name" "$(($(date +%s) - start))" "$([ $rc = 0 ] && echo ok || echo "FAILED (exit $rc)")")")
+	echo "tier ${times[-1]}" >&2
+	[ $rc = 0 ] || status=1
+	return 0
+}
+report() {
+	echo "tiers:" >&2
+	printf '  %s\n' "${times[@]}" >&2
+}
+trap report EXIT
+
+lint() {
+	local bad rc=0
+	bad=$(gofmt -l .)
+	if [ -n "$bad" ]; then
+		echo "gofmt: not formatted: $bad" >&2
+		rc=1
 	fi
-	incus project delete "$project" || true
-done
+	go vet ./... || rc=1
+	local sc=$cache/staticcheck-$switchyard_staticcheck_version/staticcheck
+	if [ ! -x "$sc" ]; then
+		echo "gate: installing staticcheck $switchyard_staticcheck_version from the Go module proxy" >&2
+		GOBIN=$(dirname "$sc") go install "honnef.co/go/tools/cmd/staticcheck@$switchyard_staticcheck_version"
+	fi
+	"$sc" ./... || rc=1
+	command -v shellcheck >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -q shellcheck >&2
+	git ls-files -z '*.sh' .ci/run | xargs -0 shellcheck -S warning || rc=1
+	return $rc
+}
 
-export SWITCHYARD_TESTBED=require SWITCHYARD_TESTBED_IMAGE=$image
-# OpenTofu as setup.sh built and cached it.
-export SWITCHYARD_TOFU=${SWITCHYARD_TOFU:-${SWITCHYARD_TESTBED_CACHE:-/var/cache/switchyard-testbed}/tofu-1.10.6/tofu}
-export SWITCHYARD_SPIRE_SERVER=${SWITCHYARD_SPIRE_SERVER:-${SWITCHYARD_TESTBED_CACHE:-/var/cache/switchyard-testbed}/spire-1.13.3/spire-server}
+skipped=$(mktemp)
+log=$(mktemp)
+trap 'rm -f "$skipped" "$log"; report' EXIT
+tier lint lint
+tier unit env SWITCHYARD_SKIPPED_OUT="$skipped" bash testbed/checkphase.sh
+if [ $status != 0 ]; then
+	echo "gate: red, the test bed is not started" >&2
+	exit 1
+fi
+
+setup() {
+	# The tests need OpenTofu, the VM tier's image (testbed/vm) and tf-incus-operator's
+	# servers: bind9, knot, spire-server (built once, cached).
+	# (set -e does not hold inside a function tier runs: each failure is checked.)
+	image=$(SWITCHYARD_TESTBED_TOFU=1 SWITCHYARD_TESTBED_OPERATOR=1 SWITCHYARD_TESTBED_VM=1 bash testbed/setup.sh) || return 1
+	# Nodes left by an interrupted run on this machine.
+	incus list --format csv -c n user.switchyard-testbed=true | xargs -r -n1 incus delete --force || true
+	# Projects (and their instances and cached images) left by an interrupted tf-incus test.
+	for project in $(incus project list --format csv | cut -d, -f1 | cut -d' ' -f1 | grep '^switchyard-test-' || true); do
+		incus list --project "$project" --format csv -c n | xargs -r -n1 incus delete --force --project "$project" || true
+		# Only a project with images of its own: another one lists (and would delete) the default project's.
+		if [ "$(incus project get "$project" features.images 2>/dev/null)" = true ]; then
+			incus image list --project "$project" --format csv -c F | xargs -r -n1 incus image delete --project "$project" || true
+		fi
+		incus project delete "$project" || true
+	done
+}
+tier setup setup
+[ $status = 0 ] || exit 1
+
+export SWITCHYARD_TESTBED=require SWITCHYARD_TESTBED_IMAGE=$image SWITCHYARD_TESTBED_VM=1
+# OpenTofu and spire-server as setup.sh built and cached them.
+export SWITCHYARD_TOFU=${SWITCHYARD_TOFU:-$cache/tofu-$switchyard_tofu_version/tofu}
+export SWITCHYARD_SPIRE_SERVER=${SWITCHYARD_SPIRE_SERVER:-$cache/spire-$switchyard_spire_version/spire-server}
 # Compatibility (SPEC 7: terraform also works): the tf method's tests run again with
 # Terraform in place of OpenTofu, inside the package's run (TestTerraformCompat).
 # Terraform 1.11 is preinstalled on the test machines; where it is missing the test
@@ -37,33 +104,36 @@ else
 	echo "compat: no terraform on PATH: the tf tests run with OpenTofu only" >&2
 fi
 echo "testbed: image $image; $(go version)" >&2
-go vet ./...
-log=$(mktemp)
-trap 'rm -f "$log"' EXIT
-status=0
-# Every package but the VM tier, then the VM tier on its own: its qemu runs in software
-# emulation and would take both cores from the container tests' time-windowed verdicts.
+
+# The test-bed tier: every package in which the unit tier skipped a test, but the VM
+# tier. Its qemu runs in software emulation and would take both cores from the
+# container tests' time-windowed verdicts, so it runs on its own after.
 # -parallel 3: a package's test-bed tests mostly wait on their nodes (boots, verdict
 # windows, switches), so three at once on two cores keep the cores busy where the
-# default (GOMAXPROCS, 2) left them idle (cmd/switchyard, the long pole, took 33
-# minutes at two).
-go test -v -count=1 -parallel 3 -timeout 75m $(go list ./... | grep -vx 'github.com/switchyard-nix/switchyard/testbed/vm') 2>&1 | tee "$log" || status=$?
-go test -v -count=1 -timeout 40m ./testbed/vm/ 2>&1 | tee -a "$log" || status=1
+# default (GOMAXPROCS, 2) left them idle.
+mapfile -t packages < <(grep -vx 'github.com/switchyard-nix/switchyard/testbed/vm' "$skipped")
+echo "testbed: ${#packages[@]} packages skipped a test in the unit tier: ${packages[*]}" >&2
+testbed_tier() {
+	[ ${#packages[@]} = 0 ] && return 0
+	go test -v -count=1 -parallel 3 -timeout 75m "${packages[@]}" 2>&1 | tee "$log"
+}
+tier testbed testbed_tier
+tier vm bash -c 'go test -v -count=1 -timeout 40m ./testbed/vm/ 2>&1 | tee -a "$1"' _ "$log"
 echo "tests: $(grep -cE '^\s*--- PASS' "$log") passed, $(grep -cE '^\s*--- FAIL' "$log") failed, $(grep -cE '^\s*--- SKIP' "$log") skipped" >&2
-
-# The unit tier as the flake's package check runs it in the Nix sandbox (vendored,
-# offline, unprivileged, stdenv's tools only), with Go 1.26.0: the oldest Go the pinned
-# nixos-26.05 can hold (its go_1_26 is a 1.26 patch release; this machine's is 1.26.8).
-bash testbed/checkphase.sh 1.26.0 || status=1
 
 # Fuzz targets of the DEPLOYMENT merge and of the readers, each for a bounded number of
 # executions. A count, not a duration: with a duration Go 1.26's fuzz coordinator can
 # report its own deadline as a failure, "context deadline exceeded" with no crashing
 # input (golang/go#75804, fixed in Go 1.27); a count has no deadline to race. 300,000
 # executions take 12-18 s each on an idle 2-core machine.
-for target in "FuzzMerge ./plan/merge" "FuzzReadPlan ./plan" "FuzzParseCanonical ./plan/data"; do
-	set -- $target
-	echo "fuzz: $1 ($2) for 300000 executions" >&2
-	go test -run '^$' -fuzz "^$1\$" -fuzztime 300000x "$2" || status=1
-done
+fuzz() {
+	local rc=0 target
+	for target in "FuzzMerge ./plan/merge" "FuzzReadPlan ./plan" "FuzzParseCanonical ./plan/data"; do
+		set -- $target
+		echo "fuzz: $1 ($2) for 300000 executions" >&2
+		go test -run '^$' -fuzz "^$1\$" -fuzztime 300000x "$2" || rc=1
+	done
+	return $rc
+}
+tier fuzz fuzz
 exit "$status"

@@ -20,8 +20,8 @@ import (
 // EnvBinary names a spire-server binary to use instead of the test bed's.
 const EnvBinary = "SWITCHYARD_SPIRE_SERVER"
 
-// Version is the SPIRE version testbed/setup.sh builds.
-const Version = "1.13.3"
+// Version is the SPIRE version testbed/setup.sh builds (testbed/versions.sh).
+var Version = testbed.Pin("spire")
 
 // Binary is the spire-server to run: $SWITCHYARD_SPIRE_SERVER, else the one
 // testbed/setup.sh builds into the test bed's cache.
