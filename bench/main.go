@@ -20,7 +20,10 @@
 //
 // Run as root on a machine with the test bed (testbed/setup.sh):
 //
-//	go run ./bench [-n 1000] [-big 32] [-tf=false] [-fleet=false] [-fleet-max 16]
+//	go run ./bench [-n 1000] [-big 32] [-tf=false] [-fleet=false] [-fleet-max 16] [-markdown docs/bench.md]
+//
+// With -markdown the figures also rewrite the one generated figures page, with the
+// machine, the date and the flags of the run.
 package main
 
 import (
@@ -53,6 +56,7 @@ func main() {
 	withTF := flag.Bool("tf", true, "measure (f), the no-op tf apply (needs OpenTofu: SWITCHYARD_TOFU, tofu on PATH, or the test bed's cache)")
 	fleet := flag.Bool("fleet", true, "measure (g), the fleet rows (tf rows too when OpenTofu is found)")
 	fleetMax := flag.Int("fleet-max", 16, "the largest fleet of (g)")
+	markdown := flag.String("markdown", "", "also write the figures to this generated page (docs/bench.md), with the machine and the flags")
 	flag.Parse()
 	tofuBin := ""
 	if *withTF {
@@ -69,11 +73,31 @@ func main() {
 	if !*fleet {
 		*fleetMax = 0
 	}
+	var figures bytes.Buffer
+	if *markdown != "" {
+		stdout = teeStdout(&figures)
+	}
+	start := time.Now()
 	if err := run(*n, *big, tofuBin, fleetTofu, *fleetMax); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
+	if *markdown != "" {
+		var args string
+		flag.Visit(func(f *flag.Flag) {
+			if f.Name != "markdown" {
+				args += fmt.Sprintf(" -%s=%s", f.Name, f.Value)
+			}
+		})
+		if err := writeMarkdown(*markdown, figures.Bytes(), start, machine(), args); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+	}
 }
+
+// stdout is where the figures are printed: os.Stdout, and with -markdown the page too.
+var stdout io.Writer = os.Stdout
 
 // copyChild copies one closure with switchyard's ssh transport, in its own process
 // so the parent can read its peak RSS.
@@ -129,7 +153,7 @@ func run(n, big int, tofuBin, fleetTofu string, fleetMax int) error {
 		if err != nil {
 			return err
 		}
-		return printFleet(os.Stdout, fleet, closurePaths)
+		return printFleet(stdout, fleet, closurePaths)
 	}
 
 	tag := strconv.FormatInt(time.Now().UnixNano(), 36)
@@ -280,7 +304,7 @@ func run(n, big int, tofuBin, fleetTofu string, fleetMax int) error {
 		rows = append(rows, tf...)
 	}
 
-	w := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', 0)
+	w := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "closure: %d paths, %s; copies (and tf apply): median of %d alternating rounds\n", len(paths), mib(bytesSent), rounds)
 	fmt.Fprintln(w, "measure\tswitchyard\treference\tratio")
 	for _, r := range rows {
@@ -293,7 +317,7 @@ func run(n, big int, tofuBin, fleetTofu string, fleetMax int) error {
 	if err != nil {
 		return err
 	}
-	return printFleet(os.Stdout, fleet, closurePaths)
+	return printFleet(stdout, fleet, closurePaths)
 }
 
 func timedChild(self string, nd *testbed.Node, path string) (time.Duration, int64, error) {
