@@ -46,6 +46,20 @@ var rules = []rule{
 		why: "the worker pool is the bottom layer"},
 	{from: func(p string) bool { return !under("cmd")(p) }, forbid: []string{"cmd"},
 		why: "nothing below the command line imports it"},
+	// The upper floors (issue 33 item 5).
+	{from: func(p string) bool { return under("plan")(p) && p != "plan/plantest" },
+		forbid: []string{"effects", "transports", "verdict", "methods", "provider", "tofu", "testbed"},
+		why: "a plan says what to deploy: it reaches no node, runs no body and drives no OpenTofu"},
+	{from: under("provider"), forbid: []string{"methods", "plan", "tofu", "testbed"},
+		why: "the provider is OpenTofu's side of the boundary: it knows the run contract, not the CLI's methods, trees or tofu driving"},
+	{from: under("tofu"), forbid: []string{"methods", "plan", "testbed"},
+		why: "driving OpenTofu knows the provider's contract and OpenTofu, not the methods or trees that use it"},
+	{from: under("methods"), forbid: []string{"testbed"},
+		why: "the methods ship in the binary"},
+	{from: func(p string) bool {
+		return !under("testbed")(p) && p != "bench" && !strings.HasSuffix(p, "test")
+	}, forbid: []string{"testbed"},
+		why: "the test bed is for tests and the bench (and their helpers, *test packages), never in the binary"},
 }
 
 // violations lists, for the dependency graph deps (package -> every package it
@@ -126,12 +140,19 @@ func TestLayeringRulesBite(t *testing.T) {
 		"exitcode":         {"pool"},
 		"plan":             {"cmd/switchyard"},
 		"methods":          {"effects", "transports", "plan"}, // allowed
+		"plan/merge":       {"plan/data", "effects"},
+		"plan/plantest":    {"testbed"}, // allowed: a test helper
+		"provider":         {"effects", "tofu"},
+		"tofu":             {"provider", "methods"},
+		"receipt":          {"testbed"},
+		"bench":            {"testbed", "methods"}, // allowed
 	}
 	got := violations(bad)
 	for _, want := range []string{
 		"effects depends on transports/node", "effects/x depends on plan/merge", "transports/ssh depends on methods",
 		"transports/incus depends on cmd/switchyard/cli", "verdict depends on effects", "exitcode depends on pool",
-		"plan depends on cmd/switchyard",
+		"plan depends on cmd/switchyard", "plan/merge depends on effects", "provider depends on tofu",
+		"tofu depends on methods", "receipt depends on testbed",
 	} {
 		if !slices.ContainsFunc(got, func(s string) bool { return strings.HasPrefix(s, want+":") }) {
 			t.Errorf("not reported: %s (got %q)", want, got)
@@ -139,7 +160,9 @@ func TestLayeringRulesBite(t *testing.T) {
 	}
 	for _, s := range got {
 		if strings.HasPrefix(s, "methods ") || strings.HasPrefix(s, "verdict depends on exitcode") ||
-			strings.HasPrefix(s, "effects depends on exitcode") {
+			strings.HasPrefix(s, "effects depends on exitcode") || strings.HasPrefix(s, "plan/plantest ") ||
+			strings.HasPrefix(s, "bench ") || strings.HasPrefix(s, "provider depends on effects") ||
+			strings.HasPrefix(s, "tofu depends on provider") || strings.HasPrefix(s, "plan/merge depends on plan/data") {
 			t.Errorf("reported though allowed: %s", s)
 		}
 	}

@@ -110,10 +110,12 @@ func writeFlags(w io.Writer, fs *flag.FlagSet) {
 	_ = tw.Flush()
 }
 
+const deployVarsHeading = "\nDEPLOY_* variables (SPEC 4.3; unset or empty: the default; a value that does not parse is refused):\n"
+
 // writeDeployVars lists the deploy body's variables from effects.Variables, the table
 // effects.ConfigFromEnv reads them by.
 func writeDeployVars(w io.Writer) {
-	fmt.Fprint(w, "\nDEPLOY_* variables (SPEC 4.3; unset or empty: the default; a value that does not parse is refused):\n")
+	fmt.Fprint(w, deployVarsHeading)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for _, v := range effects.Variables {
 		fmt.Fprintf(tw, "  %s=%s\t%s\n", v.Name, v.Default, v.Description)
