@@ -36,7 +36,7 @@ import (
 	"time"
 
 	"github.com/switchyard-nix/switchyard/plan/plantest"
-	"github.com/switchyard-nix/switchyard/provider"
+	"github.com/switchyard-nix/switchyard/provider/contract"
 	"github.com/switchyard-nix/switchyard/testbed"
 	"github.com/switchyard-nix/switchyard/tofu"
 )
@@ -113,7 +113,11 @@ func tfRows(ctx context.Context, bed *testbed.Bed, tmp, binary, tofuBin string, 
 	// plan that finds a change exit 2, so a plan that is not a no-op is an error.
 	ws := &tofu.Workspace{Dir: filepath.Join(stateDir, "tofu"), Bin: tofuBin}
 	ws.CLIConfig = filepath.Join(ws.Dir, "cli.tfrc")
-	ws.Env = tofu.Env(os.Environ(), ws.CLIConfig, map[string]string{provider.EnvSSHKeyFile: bed.KeyFile, "TF_IN_AUTOMATION": "1"})
+	run, err := contract.Run{SSHKeyFile: bed.KeyFile}.Encode()
+	if err != nil {
+		return nil, err
+	}
+	ws.Env = tofu.Env(os.Environ(), ws.CLIConfig, map[string]string{contract.Env: run, "TF_IN_AUTOMATION": "1"})
 	barePlan := func() error {
 		return runCmd(ws.Command("plan", "-input=false", "-lock=true", "-no-color", "-detailed-exitcode"))
 	}

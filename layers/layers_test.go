@@ -49,7 +49,9 @@ var rules = []rule{
 	// The upper floors (issue 33 item 5).
 	{from: func(p string) bool { return under("plan")(p) && p != "plan/plantest" },
 		forbid: []string{"effects", "transports", "verdict", "methods", "provider", "tofu", "testbed"},
-		why: "a plan says what to deploy: it reaches no node, runs no body and drives no OpenTofu"},
+		why:    "a plan says what to deploy: it reaches no node, runs no body and drives no OpenTofu"},
+	{from: under("provider/contract"), only: []string{},
+		why: "the contract between the CLI and the provider is data both sides import; it imports nothing of theirs"},
 	{from: under("provider"), forbid: []string{"methods", "plan", "tofu", "testbed"},
 		why: "the provider is OpenTofu's side of the boundary: it knows the run contract, not the CLI's methods, trees or tofu driving"},
 	{from: under("tofu"), forbid: []string{"methods", "plan", "testbed"},

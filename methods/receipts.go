@@ -16,13 +16,12 @@ import (
 
 	"github.com/switchyard-nix/switchyard/effects"
 	"github.com/switchyard-nix/switchyard/plan"
-	"github.com/switchyard-nix/switchyard/provider"
 	"github.com/switchyard-nix/switchyard/receipt"
 )
 
 // EnvReceiptKey names the deployer's receipt key file when --receipt-key is not
 // given (SPEC 6.8). The OpenTofu provider reads it too.
-const EnvReceiptKey = provider.EnvReceiptKey
+const EnvReceiptKey = "SWITCHYARD_RECEIPT_KEY"
 
 // receiptKey reads the deployer's receipt key: --receipt-key, else
 // SWITCHYARD_RECEIPT_KEY; none: receipts are written unsigned. A key that cannot be

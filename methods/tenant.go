@@ -14,7 +14,7 @@ import (
 	"github.com/switchyard-nix/switchyard/plan/definition"
 	"github.com/switchyard-nix/switchyard/plan/field"
 	"github.com/switchyard-nix/switchyard/plan/merge"
-	"github.com/switchyard-nix/switchyard/provider"
+	"github.com/switchyard-nix/switchyard/provider/contract"
 	"github.com/switchyard-nix/switchyard/spire"
 	"github.com/switchyard-nix/switchyard/tofu"
 )
@@ -39,16 +39,15 @@ func setting(name, format string, args ...any) error {
 	return &field.Error{Source: "setting " + name, Reason: fmt.Sprintf(format, args...)}
 }
 
-// tenant is what tf-incus-operator adds to the graph of nodes (SPEC 7.1), and the
-// credentials OpenTofu's environment gets for it. Every input is checked here, so a
-// bad one is refused (exit 2) before anything runs.
-func tenantOf(d *merge.Deployment, nodes []tofu.Node, coords map[string]string) (*tofu.Tenant, map[string]string, error) {
-	extra := map[string]string{}
+// tenant is what tf-incus-operator adds to the graph of nodes (SPEC 7.1); the
+// credentials the provider gets for it go into run. Every input is checked here, so
+// a bad one is refused (exit 2) before anything runs.
+func tenantOf(d *merge.Deployment, nodes []tofu.Node, coords map[string]string, run *contract.Run) (*tofu.Tenant, error) {
 	t := &tofu.Tenant{}
 	s := d.Typed()
 	domain := canonicalDomain(d.Domain)
 	if domain == "" {
-		return nil, nil, &field.Error{Source: "DEPLOYMENT", Path: field.Path("").Key("domain"),
+		return nil, &field.Error{Source: "DEPLOYMENT", Path: field.Path("").Key("domain"),
 			Reason: "tf-incus-operator needs the tenant domain"}
 	}
 	// Projects: one per tenant group.
@@ -59,7 +58,7 @@ func tenantOf(d *merge.Deployment, nodes []tofu.Node, coords map[string]string) 
 	for k, v := range s.ProjectConfig {
 		str, ok := v.(string)
 		if !ok {
-			return nil, nil, setting("projectConfig", "key %s: wrong type: %T, want a string (Incus configuration values are strings)", k, v)
+			return nil, setting("projectConfig", "key %s: wrong type: %T, want a string (Incus configuration values are strings)", k, v)
 		}
 		config[k] = str
 	}
@@ -77,18 +76,18 @@ func tenantOf(d *merge.Deployment, nodes []tofu.Node, coords map[string]string) 
 		t.Projects = append(t.Projects, tofu.Project{Name: p, Description: desc, Config: config})
 	}
 
-	if err := tenantDNS(d, s, t, nodes, domain, coords, extra); err != nil {
-		return nil, nil, err
+	if err := tenantDNS(d, s, t, nodes, domain, coords, run); err != nil {
+		return nil, err
 	}
 	if err := tenantSpire(d, s, t, nodes, domain); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return t, extra, nil
+	return t, nil
 }
 
 // tenantDNS is the tenant domain's records: the tree's dns.records and each node's
 // addresses, in the zone DNS_DOMAIN (else the domain itself).
-func tenantDNS(d *merge.Deployment, s merge.Settings, t *tofu.Tenant, nodes []tofu.Node, domain string, coords map[string]string, extra map[string]string) error {
+func tenantDNS(d *merge.Deployment, s merge.Settings, t *tofu.Tenant, nodes []tofu.Node, domain string, coords map[string]string, run *contract.Run) error {
 	records := d.Definition.DNS.Records
 	server := s.DNSServer
 	if server == "" {
@@ -107,7 +106,7 @@ func tenantDNS(d *merge.Deployment, s merge.Settings, t *tofu.Tenant, nodes []to
 	if _, err := dnsupdate.ReadKeyFile(keyFile); err != nil {
 		return setting("dnsTsigKeyFile", "%v", err)
 	}
-	extra[provider.EnvDNSKeyFile] = keyFile
+	run.DNSKeyFile = keyFile
 	fqdn := dnsupdate.CanonicalName(domain)
 	zone := fqdn
 	if z := coords["DNS_DOMAIN"]; z != "" {
@@ -200,9 +199,9 @@ func tenantSpire(d *merge.Deployment, s merge.Settings, t *tofu.Tenant, nodes []
 // tenantPreflight proves, before OpenTofu changes anything, that the DNS server
 // takes the TSIG key for the zone and that the SPIRE server answers: a wrong key then
 // fails the run (exit 3, with the server's answer) with nothing changed.
-func tenantPreflight(ctx context.Context, t *tofu.Tenant, extra map[string]string) error {
+func tenantPreflight(ctx context.Context, t *tofu.Tenant, run contract.Run) error {
 	if t.DNS != nil {
-		key, err := dnsupdate.ReadKeyFile(extra[provider.EnvDNSKeyFile])
+		key, err := dnsupdate.ReadKeyFile(run.DNSKeyFile)
 		if err != nil {
 			return fmt.Errorf("dnsTsigKeyFile: %w", err)
 		}

@@ -24,7 +24,7 @@ import (
 	"github.com/switchyard-nix/switchyard/plan/definition"
 	"github.com/switchyard-nix/switchyard/plan/method"
 	"github.com/switchyard-nix/switchyard/pool"
-	"github.com/switchyard-nix/switchyard/provider"
+	"github.com/switchyard-nix/switchyard/provider/contract"
 	"github.com/switchyard-nix/switchyard/rollout"
 	"github.com/switchyard-nix/switchyard/tofu"
 	"github.com/switchyard-nix/switchyard/transports/incus/clientconf"
@@ -100,36 +100,9 @@ func (r *tfRun) run(ctx context.Context) (int, error) {
 	if err != nil {
 		return ExitInfra, err
 	}
-	extra := map[string]string{}
-	if r.p != nil && r.p.StateDir != "" {
-		// The provider keeps each node's journal where the ssh method does.
-		extra[provider.EnvJournalDir] = filepath.Join(r.p.StateDir, "journal")
-	}
-	if key := r.s.SSHKeyFile; key != "" {
-		extra[provider.EnvSSHKeyFile] = key
-	}
-	if r.rec != nil {
-		// The provider makes each deployed node's receipt: it gets the run's
-		// provenance, and the receipt key's path as it gets the SSH key's.
-		prov, err := json.Marshal(r.prov)
-		if err != nil {
-			return ExitInfra, err
-		}
-		extra[provider.EnvReceiptProvenance] = string(prov)
-		extra[provider.EnvReceiptKey] = r.receiptKeyFile
-	}
-	if r.m.Transport == method.Incus {
-		// A remote that cannot be used is refused before OpenTofu runs.
-		remote, keyFile := r.s.IncusRemote, r.s.IncusClientKeyFile
-		if keyFile != "" {
-			if _, err := clientconf.OpenWithKey(remote, keyFile); err != nil {
-				return ExitRefused, fmt.Errorf("%w: %w", err, ErrRefused)
-			}
-			extra[provider.EnvIncusClientKeyFile] = keyFile
-		} else if _, err := clientconf.Open(remote); err != nil {
-			return ExitRefused, fmt.Errorf("incusRemote: %w: %w", err, ErrRefused)
-		}
-		extra[provider.EnvIncusRemote] = remote
+	run, code, err := r.providerRun()
+	if err != nil {
+		return code, err
 	}
 	var tenant *tofu.Tenant
 	if r.m.TenantsOnly {
@@ -137,20 +110,18 @@ func (r *tfRun) run(ctx context.Context) (int, error) {
 		if len(r.p.Nodes) > 0 {
 			coords = r.p.Nodes[0].Plan.Coordinates
 		}
-		t, env, err := tenantOf(r.d, nodes, coords)
+		t, err := tenantOf(r.d, nodes, coords, &run)
 		if err != nil {
 			return exitFor(err), err
 		}
 		tenant = t
-		for k, v := range env {
-			extra[k] = v
-		}
 		if r.req.Verb == "apply" || r.req.Verb == "destroy" {
-			if err := tenantPreflight(ctx, t, env); err != nil {
+			if err := tenantPreflight(ctx, t, run); err != nil {
 				return ExitInfra, err
 			}
 		}
 	}
+	extra := map[string]string{}
 	backend := tofu.Backend{Kind: r.s.StateBackend}
 	if backend.Kind == "pg" {
 		file := r.s.PgConnStringFile
@@ -164,7 +135,7 @@ func (r *tfRun) run(ctx context.Context) (int, error) {
 		extra["PG_CONN_STR"] = conn
 	}
 	r.ws, err = tofu.Prepare(tofu.Setup{StateDir: r.req.StateDir, Bin: bin, Self: self, Nodes: nodes,
-		Backend: backend, Subset: subset, Environ: os.Environ(), Extra: extra, Tenant: tenant})
+		Backend: backend, Subset: subset, Environ: os.Environ(), Extra: extra, Run: run, Tenant: tenant})
 	if err != nil {
 		return ExitInfra, fmt.Errorf("OpenTofu working directory: %w", err)
 	}
@@ -724,6 +695,40 @@ func (r *tfRun) plan(ctx context.Context) (int, error) {
 	}
 	r.out.PlanSummary(len(r.p.Nodes), n, 0, ExitOK)
 	return ExitOK, nil
+}
+
+// providerRun is what this run hands the provider (provider/contract): the journal
+// directory, the credentials' paths and the receipts' provenance. An Incus remote
+// that cannot be used is refused here, before OpenTofu runs.
+func (r *tfRun) providerRun() (contract.Run, int, error) {
+	var run contract.Run
+	if r.p != nil && r.p.StateDir != "" {
+		// The provider keeps each node's journal where the ssh method does.
+		run.JournalDir = filepath.Join(r.p.StateDir, "journal")
+	}
+	run.SSHKeyFile = r.s.SSHKeyFile
+	if r.rec != nil {
+		// The provider makes each deployed node's receipt: it gets the run's
+		// provenance, and the receipt key's path as it gets the SSH key's.
+		prov, err := json.Marshal(r.prov)
+		if err != nil {
+			return run, ExitInfra, err
+		}
+		run.ReceiptProvenance, run.ReceiptKey = prov, r.receiptKeyFile
+	}
+	if r.m.Transport != method.Incus {
+		return run, ExitOK, nil
+	}
+	remote, keyFile := r.s.IncusRemote, r.s.IncusClientKeyFile
+	if keyFile != "" {
+		if _, err := clientconf.OpenWithKey(remote, keyFile); err != nil {
+			return run, ExitRefused, fmt.Errorf("%w: %w", err, ErrRefused)
+		}
+	} else if _, err := clientconf.Open(remote); err != nil {
+		return run, ExitRefused, fmt.Errorf("incusRemote: %w: %w", err, ErrRefused)
+	}
+	run.IncusRemote, run.IncusClientKeyFile = remote, keyFile
+	return run, ExitOK, nil
 }
 
 // heldBefore says which nodes the last apply's rollout held (their state records

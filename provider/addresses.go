@@ -31,9 +31,11 @@ type addresses struct {
 	err error // the remote could not be opened
 }
 
-func newAddresses() datasource.DataSource {
-	c, err := incusClient()
-	return &addresses{c: c, err: err}
+func newAddresses() datasource.DataSource { return &addresses{} }
+
+// Configure reaches the run's Incus remote.
+func (d *addresses) Configure(_ context.Context, req datasource.ConfigureRequest, resp *datasource.ConfigureResponse) {
+	_, d.c, d.err = incusOf(req.ProviderData, &resp.Diagnostics)
 }
 
 var _ datasource.DataSource = (*addresses)(nil)
@@ -64,8 +66,7 @@ func (d *addresses) Read(ctx context.Context, req datasource.ReadRequest, resp *
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	if d.err != nil {
-		resp.Diagnostics.AddError("incus remote", d.err.Error())
+	if !usableIncus(d.c, d.err, &resp.Diagnostics) {
 		return
 	}
 	label := "incus instance " + m.Project.ValueString() + "/" + m.Instance.ValueString()

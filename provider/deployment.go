@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -22,9 +21,9 @@ import (
 
 	"github.com/switchyard-nix/switchyard/effects"
 	"github.com/switchyard-nix/switchyard/exitcode"
+	"github.com/switchyard-nix/switchyard/provider/contract"
 	"github.com/switchyard-nix/switchyard/receipt"
 	"github.com/switchyard-nix/switchyard/transports"
-	"github.com/switchyard-nix/switchyard/transports/incus"
 	"github.com/switchyard-nix/switchyard/transports/ssh"
 	"github.com/switchyard-nix/switchyard/verdict"
 )
@@ -54,7 +53,7 @@ type deploymentModel struct {
 	Receipt  types.String `tfsdk:"receipt"`
 }
 
-type deployment struct{}
+type deployment struct{ configured }
 
 func newDeployment() resource.Resource { return &deployment{} }
 
@@ -234,12 +233,16 @@ func (d *deployment) Read(ctx context.Context, req resource.ReadRequest, resp *r
 	if resp.Diagnostics.HasError() || m.Toplevel.ValueString() == "" {
 		return
 	}
+	s := d.session(&resp.Diagnostics)
+	if s == nil {
+		return
+	}
 	node := m.Node.ValueString()
 	keep := func(err error) {
 		resp.Diagnostics.AddWarning(node+": refresh: the node could not be read",
 			fmt.Sprintf("%s: %v; its state is kept as the last deploy recorded it", node, err))
 	}
-	t, err := m.transport()
+	t, err := m.transport(s)
 	if err != nil {
 		keep(err)
 		return
@@ -266,11 +269,15 @@ func (d *deployment) Delete(context.Context, resource.DeleteRequest, *resource.D
 
 // deploy runs the deploy body on the node and fills the computed attributes; a
 // failed verdict is reported in diags, naming the node. prior is the node's state
-// before (nil for a create). In a staged rollout (EnvRollout) a node whose stage
+// before (nil for a create). In a staged rollout (the run's contract.Run.Rollout) a node whose stage
 // before it did not pass is held: not contacted, its state recording why; and a
 // failed verdict is a warning, not an error, so that OpenTofu goes on to the stages
 // after it, which it would otherwise skip without recording them as held.
 func (d *deployment) deploy(ctx context.Context, m *deploymentModel, prior *deploymentModel, diags *diag.Diagnostics) {
+	s := d.session(diags)
+	if s == nil {
+		return
+	}
 	node := m.Node.ValueString()
 	m.ID = types.StringValue(node)
 	m.Held, m.Drift = types.StringValue(""), types.StringValue("")
@@ -286,24 +293,18 @@ func (d *deployment) deploy(ctx context.Context, m *deploymentModel, prior *depl
 		m.OK = types.BoolValue(code == exitcode.OK)
 		m.ExitCode = types.Int64Value(int64(code))
 	}
-	steps, err := rolloutSteps()
-	if err != nil {
-		record(verdict.Verdict{Node: node, ExitCode: exitcode.Refused, Reasons: []string{err.Error()}}, exitcode.Refused)
-		diags.AddError(node+": deploy refused", fmt.Sprintf("%s: %v", node, err))
-		return
-	}
-	step, staged := steps[node]
+	step, staged := s.run.Rollout[node]
 	fail := diags.AddError
 	if staged {
 		fail = diags.AddWarning
-		if reason := heldBy(step); reason != "" {
+		if reason := heldBy(step, &s.outcomes); reason != "" {
 			d.hold(ctx, m, prior, reason)
-			outcomes.Store(node, outcome{held: reason})
+			s.outcomes.Store(node, outcome{held: reason})
 			diags.AddWarning(node+": held", node+": "+reason)
 			return
 		}
 	}
-	cfg, err := effects.ConfigFromEnv(os.Getenv)
+	cfg, err := s.deploy, s.deployErr
 	if err != nil {
 		record(verdict.Verdict{Node: node, ExitCode: exitcode.Refused, Reasons: []string{err.Error()}}, exitcode.Refused)
 		diags.AddError(node+": deploy refused", fmt.Sprintf("%s: %v", node, err))
@@ -319,31 +320,31 @@ func (d *deployment) deploy(ctx context.Context, m *deploymentModel, prior *depl
 		diags.AddError(node+": deploy refused", fmt.Sprintf("%s: %v", node, err))
 		return
 	}
-	t, err := m.transport()
+	t, err := m.transport(s)
 	if err != nil {
 		record(verdict.Verdict{Node: node, ExitCode: exitcode.Refused, Reasons: []string{"wait: " + err.Error()}}, exitcode.Refused)
-		outcomes.Store(node, outcome{})
+		s.outcomes.Store(node, outcome{})
 		fail(node+": deploy refused", fmt.Sprintf("%s: wait: %v", node, err))
 		return
 	}
 	defer t.Close()
 	rec := receipt.NewRecorder(logReporter{ctx})
 	res := (&effects.Deploy{Node: node, Transport: t, Config: cfg, Reporter: rec,
-		Source: effects.Source{Drv: m.Drv.ValueString()}, SkipUnchanged: true, Journal: journalFromEnv()}).Run(ctx)
+		Source: effects.Source{Drv: m.Drv.ValueString()}, SkipUnchanged: true, Journal: s.journal()}).Run(ctx)
 	record(res.Verdict, res.ExitCode)
 	if res.Journal != "" {
 		// The provider's log is not the operator's: what a rerun found of a killed
 		// apply is shown as a warning, like a held node.
 		diags.AddWarning(node+": rerun after a killed deploy", node+": "+res.Journal)
 	}
-	keepReceipt(ctx, m, t, res, rec.Phases(node))
+	keepReceipt(ctx, s.run, m, t, res, rec.Phases(node))
 	if m.DeferVerdict.ValueBool() && deferrable(res) {
 		// The units are judged again by the pass after registration (switchyard_verdict),
 		// whose verdict is the node's: this one only had to install the toplevel.
 		m.OK = types.BoolValue(true)
 		tflog.Info(ctx, fmt.Sprintf("%s: the units' verdict (exit %d) waits for the pass after registration", node, res.ExitCode))
 	}
-	outcomes.Store(node, outcome{ok: m.OK.ValueBool()})
+	s.outcomes.Store(node, outcome{ok: m.OK.ValueBool()})
 	if !m.OK.ValueBool() {
 		fail(verdictFailure(node, res))
 	}
@@ -398,28 +399,21 @@ func deferrable(res effects.Result) bool {
 	return false
 }
 
-// transport is the node's transport: SSH to host, or incus_instance through the
-// daemon of $SWITCHYARD_INCUS_REMOTE (the local one by default).
-func (m *deploymentModel) transport() (effects.Transport, error) {
+// transport is the node's transport: SSH to host with the run's key, or
+// incus_instance through the run's Incus remote (the local daemon by default).
+func (m *deploymentModel) transport(s *session) (effects.Transport, error) {
 	if msg := transportChoice(m.Host, m.IncusInstance); msg != "" {
 		return nil, errors.New(msg)
 	}
 	if inst := m.IncusInstance.ValueString(); inst != "" {
-		return transports.Open(incusSpec(inst, m.IncusProject.ValueString()))
+		return transports.Open(s.incusSpec(inst, m.IncusProject.ValueString()))
 	}
 	spec := transports.Spec{Kind: transports.SSH, SSH: ssh.Config{User: m.User.ValueString(), Host: m.Host.ValueString(),
 		Port: int(m.Port.ValueInt64()), HostKey: m.HostKey.ValueString(), KnownHostsFile: m.KnownHostsFile.ValueString()}}
-	if key := os.Getenv(EnvSSHKeyFile); key != "" {
+	if key := s.run.SSHKeyFile; key != "" {
 		spec.SSH.KeyFiles = []string{key}
 	}
 	return transports.Open(spec)
-}
-
-// incusSpec reaches an instance through the daemon of $SWITCHYARD_INCUS_REMOTE
-// (the local one by default).
-func incusSpec(instance, project string) transports.Spec {
-	return transports.Spec{Kind: transports.Incus, Incus: incus.Config{Instance: instance, Project: project,
-		Remote: os.Getenv(EnvIncusRemote), KeyFile: os.Getenv(EnvIncusClientKeyFile)}}
 }
 
 // logReporter sends the body's progress to the provider log (TF_LOG_PROVIDER).
@@ -444,25 +438,24 @@ func (r logReporter) Verdict(v verdict.Verdict) {
 }
 
 // keepReceipt makes the receipt of a deploy that reached and judged the node, when
-// switchyard asked for receipts (EnvReceiptProvenance), and keeps it in the state
-// and on the node. One that cannot be made or kept is a warning.
-func keepReceipt(ctx context.Context, m *deploymentModel, t effects.Transport, res effects.Result, phases []receipt.Phase) {
-	raw := os.Getenv(EnvReceiptProvenance)
-	if raw == "" || !receipt.Judged(res.Verdict) {
+// the run asked for receipts (its provenance), and keeps it in the state and on the
+// node. One that cannot be made or kept is a warning.
+func keepReceipt(ctx context.Context, run contract.Run, m *deploymentModel, t effects.Transport, res effects.Result, phases []receipt.Phase) {
+	if len(run.ReceiptProvenance) == 0 || !receipt.Judged(res.Verdict) {
 		return
 	}
 	node := m.Node.ValueString()
 	warn := func(err error) { tflog.Warn(ctx, fmt.Sprintf("%s: receipt: %v", node, err)) }
 	var prov receipt.Provenance
-	if err := json.Unmarshal([]byte(raw), &prov); err != nil {
+	if err := json.Unmarshal(run.ReceiptProvenance, &prov); err != nil {
 		warn(err)
 		return
 	}
 	var key *receipt.Key
-	if file := os.Getenv(EnvReceiptKey); file != "" {
+	if file := run.ReceiptKey; file != "" {
 		k, err := receipt.LoadKey(file)
 		if err != nil {
-			warn(fmt.Errorf("%s: %w", EnvReceiptKey, err))
+			warn(fmt.Errorf("the receipt key: %w", err))
 			return
 		}
 		key = k
@@ -478,13 +471,4 @@ func keepReceipt(ctx context.Context, m *deploymentModel, t effects.Transport, r
 	if err := receipt.Deliver(dctx, t, res.Verdict.Toplevel, name, env); err != nil {
 		warn(fmt.Errorf("on the node: %w", err))
 	}
-}
-
-// journalFromEnv is the deploy body's journal in $SWITCHYARD_JOURNAL_DIR, or none
-// when the CLI set no directory.
-func journalFromEnv() effects.Journal {
-	if dir := os.Getenv(EnvJournalDir); dir != "" {
-		return effects.FileJournal{Dir: dir}
-	}
-	return nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -19,6 +18,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 
 	"github.com/switchyard-nix/switchyard/dnsupdate"
+	"github.com/switchyard-nix/switchyard/provider/contract"
 )
 
 // dnsRRSetModel is switchyard_dns_rrset's data.
@@ -36,10 +36,10 @@ type dnsRRSetModel struct {
 const dnsTimeout = 15 * time.Second
 
 // dnsRRSet is the switchyard_dns_rrset resource: one RRset of a zone, written
-// whole over RFC 2136 updates signed with the TSIG key of $SWITCHYARD_DNS_TSIG_KEY_FILE.
+// whole over RFC 2136 updates signed with the run's TSIG key (contract.Run.DNSKeyFile).
 // switchyard owns the RRset: read reports what the server has (a hand edit is
 // drift), apply puts it back, delete removes exactly it.
-type dnsRRSet struct{}
+type dnsRRSet struct{ configured }
 
 func newDNSRRSet() resource.Resource { return &dnsRRSet{} }
 
@@ -56,7 +56,7 @@ func (r *dnsRRSet) Schema(_ context.Context, _ resource.SchemaRequest, resp *res
 	replace := []planmodifier.String{stringplanmodifier.RequiresReplace()}
 	resp.Schema = schema.Schema{
 		Description: "One DNS RRset, owned whole by switchyard: written with RFC 2136 updates signed with TSIG (the key file " +
-			"named by $" + EnvDNSKeyFile + ") to the zone's primary server. A TTL change is made in place; a record changed by " +
+			"the switchyard CLI hands the provider) to the zone's primary server. A TTL change is made in place; a record changed by " +
 			"hand shows as drift and apply puts it back; delete removes exactly this RRset.",
 		Attributes: map[string]schema.Attribute{
 			"server": schema.StringAttribute{Required: true, Description: "the zone's primary server, host:port"},
@@ -126,14 +126,23 @@ func (r *dnsRRSet) ValidateConfig(ctx context.Context, req resource.ValidateConf
 	}
 }
 
-// client is the DNS client of the RRset's server with the key of
-// $SWITCHYARD_DNS_TSIG_KEY_FILE. Diagnostics never show the key file's path.
-func (m *dnsRRSetModel) client(diags *diag.Diagnostics) *dnsupdate.Client {
-	file := os.Getenv(EnvDNSKeyFile)
+// client is m's DNS client for the run of the configured provider.
+func (r *dnsRRSet) client(m *dnsRRSetModel, diags *diag.Diagnostics) *dnsupdate.Client {
+	s := r.session(diags)
+	if s == nil {
+		return nil
+	}
+	return m.client(s.run, diags)
+}
+
+// client is the DNS client of the RRset's server with the run's TSIG key.
+// Diagnostics never show the key file's path.
+func (m *dnsRRSetModel) client(run contract.Run, diags *diag.Diagnostics) *dnsupdate.Client {
+	file := run.DNSKeyFile
 	if file == "" {
 		diags.AddError(m.label()+": no TSIG key",
-			fmt.Sprintf("%s: %s is not set: the switchyard CLI sets it to the TSIG key file (dnsTsigKeyFile) of the DNS server %s",
-				m.label(), EnvDNSKeyFile, m.Server.ValueString()))
+			fmt.Sprintf("%s: the run has no TSIG key: the switchyard CLI hands the provider the TSIG key file (dnsTsigKeyFile) of the DNS server %s",
+				m.label(), m.Server.ValueString()))
 		return nil
 	}
 	k, err := dnsupdate.ReadKeyFile(file)
@@ -164,7 +173,7 @@ func (m *dnsRRSetModel) fail(diags *diag.Diagnostics, what string, err error) {
 // apply makes the server's RRset the model's: a read, then one update when
 // the server differs, none when it already has it.
 func (r *dnsRRSet) apply(ctx context.Context, m *dnsRRSetModel, diags *diag.Diagnostics) {
-	c := m.client(diags)
+	c := r.client(m, diags)
 	want, ok := m.want(ctx, diags)
 	if c == nil || !ok {
 		return
@@ -225,7 +234,7 @@ func (r *dnsRRSet) Read(ctx context.Context, req resource.ReadRequest, resp *res
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	c := m.client(&resp.Diagnostics)
+	c := r.client(&m, &resp.Diagnostics)
 	if c == nil {
 		return
 	}
@@ -252,7 +261,7 @@ func (r *dnsRRSet) Delete(ctx context.Context, req resource.DeleteRequest, resp 
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	c := m.client(&resp.Diagnostics)
+	c := r.client(&m, &resp.Diagnostics)
 	if c == nil {
 		return
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
 
 	"github.com/switchyard-nix/switchyard/dnsupdate"
+	"github.com/switchyard-nix/switchyard/provider/contract"
 	"github.com/switchyard-nix/switchyard/testbed/dnsserver"
 )
 
@@ -217,7 +218,7 @@ func TestDNSRRSetResource(t *testing.T) {
 	for _, kind := range dnsserver.Kinds() {
 		t.Run(kind, func(t *testing.T) {
 			s := dnsserver.Start(t, kind, "tenant.test", "hmac-sha384")
-			t.Setenv(EnvDNSKeyFile, s.KeyFile)
+			setRun(t, contract.Run{DNSKeyFile: s.KeyFile})
 			d := newRRSetDriver(t)
 			canon := func(typ string, values ...string) []string {
 				var out []string
@@ -357,7 +358,8 @@ func TestDNSRRSetResource(t *testing.T) {
 			}
 
 			// A wrong key: the apply fails naming the RRset and the answer.
-			t.Setenv(EnvDNSKeyFile, writeWrongKey(t, s.Key.Name))
+			setRun(t, contract.Run{DNSKeyFile: writeWrongKey(t, s.Key.Name)})
+			d = newRRSetDriver(t) // the provider reads its run when it is configured
 			_, errs = d.apply(otherState, mustPlan(d, otherState, rrsetConfig{server: s.Addr, zone: s.Zone, name: other.name,
 				typ: "TXT", ttl: 120, records: canon("TXT", "changed")}), &other)
 			if !strings.Contains(errs, "dns rrset tenant.test. TXT") || !strings.Contains(errs, "NOTAUTH") || !strings.Contains(errs, "BADSIG") {
@@ -372,8 +374,9 @@ func TestDNSRRSetResource(t *testing.T) {
 			}
 
 			// No key file.
-			t.Setenv(EnvDNSKeyFile, "")
-			if _, errs = d.read(otherState); !strings.Contains(errs, EnvDNSKeyFile) {
+			setRun(t, contract.Run{})
+			d = newRRSetDriver(t)
+			if _, errs = d.read(otherState); !strings.Contains(errs, "no TSIG key") {
 				t.Errorf("no key file: %q", errs)
 			}
 			t.Log(errs)
@@ -402,7 +405,7 @@ func TestDNSRRSetUnreachable(t *testing.T) {
 	if err := writeFile0600(p, `key "k" { algorithm hmac-sha256; secret "c2VjcmV0"; };`); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv(EnvDNSKeyFile, p)
+	setRun(t, contract.Run{DNSKeyFile: p})
 	d := newRRSetDriver(t)
 	// A loopback port nothing listens on: a listener opened and closed.
 	addr := closedPort(t)

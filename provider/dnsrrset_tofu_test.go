@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6/tf6server"
 
 	"github.com/switchyard-nix/switchyard/dnsupdate"
+	"github.com/switchyard-nix/switchyard/provider/contract"
 	"github.com/switchyard-nix/switchyard/testbed"
 	"github.com/switchyard-nix/switchyard/testbed/dnsserver"
 )
@@ -105,7 +106,7 @@ func TestDNSRRSetTofu(t *testing.T) {
 	for _, kind := range dnsserver.Kinds() {
 		t.Run(kind, func(t *testing.T) {
 			s := dnsserver.Start(t, kind, "tenant.test", "hmac-sha512")
-			t.Setenv(EnvDNSKeyFile, s.KeyFile) // the reattached provider runs in this process
+			setRun(t, contract.Run{DNSKeyFile: s.KeyFile}) // the reattached provider runs in this process
 			dir := t.TempDir()
 			cliConfig := filepath.Join(dir, "cli.tfrc")
 			// Nothing may come from a registry: the provider is reattached.

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
@@ -47,28 +46,21 @@ const bootTimeout = 2 * time.Minute
 // local daemon (its unix socket; $INCUS_DIR is honoured), created from a local
 // image, started and booted. Delete stops and deletes it.
 type instance struct {
+	s   *session
 	c   *api.Client
 	err error // the remote could not be opened
 }
 
-// newInstance reaches the daemon of $SWITCHYARD_INCUS_REMOTE (the local one by
-// default); a remote that cannot be used fails every operation, naming it.
-func newInstance() resource.Resource {
-	c, err := incusClient()
-	if err != nil {
-		return &instance{err: err}
-	}
-	return &instance{c: c}
+func newInstance() resource.Resource { return &instance{} }
+
+// Configure reaches the run's Incus remote (the local daemon by default); a remote
+// that cannot be used fails every operation, naming it.
+func (r *instance) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
+	r.s, r.c, r.err = incusOf(req.ProviderData, &resp.Diagnostics)
 }
 
 // usable reports a remote that could not be opened.
-func (r *instance) usable(diags *diag.Diagnostics) bool {
-	if r.err != nil {
-		diags.AddError("incus remote", r.err.Error())
-		return false
-	}
-	return true
-}
+func (r *instance) usable(diags *diag.Diagnostics) bool { return usableIncus(r.c, r.err, diags) }
 
 var _ resource.Resource = (*instance)(nil)
 
@@ -230,15 +222,11 @@ func (r *instance) localImage(ctx context.Context, project, img string) (string,
 	return image.Fingerprint, nil
 }
 
-// cacheMu serialises the caching of images, so that the instances of one
-// project created at once copy an image once.
-var cacheMu sync.Mutex
-
 // cacheImage copies the default project's image of fingerprint fp into
 // project, unless it is there already (another process may have copied it).
 func (r *instance) cacheImage(ctx context.Context, project, fp string) error {
-	cacheMu.Lock()
-	defer cacheMu.Unlock()
+	r.s.cacheMu.Lock()
+	defer r.s.cacheMu.Unlock()
 	if _, err := r.c.Image(ctx, project, fp); err == nil {
 		return nil
 	}

@@ -60,7 +60,7 @@ func mustMap(t *testing.T, v map[string]string) types.Map {
 // instance, delete of a deleted instance.
 func TestInstanceResource(t *testing.T) {
 	bed := testbed.Require(t)
-	r := newInstance().(*instance)
+	r := configuredFor[*instance](t, newInstance())
 	project := testProject(t, r.c)
 	name := randomName("sy-res-")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -202,7 +202,7 @@ func TestInstanceResource(t *testing.T) {
 // leaves nothing in the state.
 func TestInstanceResourceNoImage(t *testing.T) {
 	testbed.Require(t)
-	r := newInstance().(*instance)
+	r := configuredFor[*instance](t, newInstance())
 	project := testProject(t, r.c)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

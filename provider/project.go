@@ -3,7 +3,6 @@ package provider
 import (
 	"context"
 	"fmt"
-	"os"
 	"sort"
 	"strings"
 
@@ -16,19 +15,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/switchyard-nix/switchyard/transports/incus/api"
-	"github.com/switchyard-nix/switchyard/transports/incus/clientconf"
 )
-
-// incusClient is a client of the daemon of $SWITCHYARD_INCUS_REMOTE (the local
-// one by default), with the client key of $SWITCHYARD_INCUS_CLIENT_KEY_FILE
-// when set.
-func incusClient() (*api.Client, error) {
-	ep, err := clientconf.OpenWithKey(os.Getenv(EnvIncusRemote), os.Getenv(EnvIncusClientKeyFile))
-	if err != nil {
-		return nil, err
-	}
-	return ep.Client(), nil
-}
 
 // projectModel is switchyard_incus_project's data. The attribute names follow
 // the public Incus provider's incus_project.
@@ -47,20 +34,16 @@ type project struct {
 	err error // the remote could not be opened
 }
 
-func newProject() resource.Resource {
-	c, err := incusClient()
-	return &project{c: c, err: err}
+func newProject() resource.Resource { return &project{} }
+
+// Configure reaches the run's Incus remote (the local daemon by default).
+func (r *project) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
+	_, r.c, r.err = incusOf(req.ProviderData, &resp.Diagnostics)
 }
 
 var _ resource.Resource = (*project)(nil)
 
-func (r *project) usable(diags *diag.Diagnostics) bool {
-	if r.err != nil {
-		diags.AddError("incus remote", r.err.Error())
-		return false
-	}
-	return true
-}
+func (r *project) usable(diags *diag.Diagnostics) bool { return usableIncus(r.c, r.err, diags) }
 
 func (r *project) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
 	resp.TypeName = req.ProviderTypeName + "_incus_project"

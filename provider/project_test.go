@@ -137,7 +137,7 @@ func (h *projectHarness) config(m projectModel) map[string]string {
 // project.
 func TestProjectResource(t *testing.T) {
 	bed := testbed.Require(t)
-	r := newProject().(*project)
+	r := configuredFor[*project](t, newProject())
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
@@ -234,7 +234,7 @@ func TestProjectResource(t *testing.T) {
 	if _, err := r.c.ImageAlias(ctx, name, bed.Image); !api.IsNotFound(err) {
 		t.Fatalf("the project sees the alias %s before any instance: %v", bed.Image, err)
 	}
-	ir := newInstance().(*instance)
+	ir := configuredFor[*instance](t, newInstance())
 	inst := randomName("sy-proj-")
 	var isresp resource.SchemaResponse
 	ir.Schema(ctx, resource.SchemaRequest{}, &isresp)
@@ -330,7 +330,7 @@ func TestProjectResource(t *testing.T) {
 func TestAddressesDataSource(t *testing.T) {
 	bed := testbed.Require(t)
 	node := bed.Node(t)
-	d := newAddresses().(*addresses)
+	d := configuredData(t, newAddresses()).(*addresses)
 	if d.err != nil {
 		t.Fatal(d.err)
 	}
@@ -462,7 +462,7 @@ func TestAddressesOnIncusNICs(t *testing.T) {
 	bed := testbed.Require(t)
 	t.Parallel()
 	node := bed.Node(t)
-	d := newAddresses().(*addresses)
+	d := configuredData(t, newAddresses()).(*addresses)
 	if d.err != nil {
 		t.Fatal(d.err)
 	}

@@ -19,6 +19,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6/tf6server"
+
+	"github.com/switchyard-nix/switchyard/redact"
 )
 
 // Address is the provider's source address; the generated CLI configuration
@@ -29,31 +31,6 @@ const Address = "registry.opentofu.org/switchyard-nix/switchyard"
 // mirror directory is named after. The binary's hash is refreshed on every init, so
 // a rebuilt binary keeps the same provider version.
 const Version = "0.1.0"
-
-// Environment variables the CLI sets for OpenTofu, read by the provider process:
-// credentials are per-run values and never enter the configuration or the state.
-const (
-	EnvSSHKeyFile = "SWITCHYARD_SSH_KEY_FILE"
-	// EnvReceiptKey names the deployer's receipt key file (SPEC 6.8; "": receipts
-	// unsigned), EnvReceiptProvenance the run's receipt.Provenance as JSON ("": no
-	// receipts are made).
-	EnvReceiptKey        = "SWITCHYARD_RECEIPT_KEY"
-	EnvReceiptProvenance = "SWITCHYARD_RECEIPT_PROVENANCE"
-	// EnvIncusRemote names the remote of the Incus client configuration the
-	// instances and Incus deployments are reached through ("" or "local": the
-	// local daemon's unix socket).
-	EnvIncusRemote = "SWITCHYARD_INCUS_REMOTE"
-	// EnvIncusClientKeyFile is the incusClientKeyFile setting: a PEM client
-	// key that replaces the client configuration's for an HTTPS remote.
-	EnvIncusClientKeyFile = "SWITCHYARD_INCUS_CLIENT_KEY_FILE"
-	// EnvDNSKeyFile is the path of the TSIG key file (BIND format) the DNS
-	// RRsets are updated with.
-	EnvDNSKeyFile = "SWITCHYARD_DNS_TSIG_KEY_FILE"
-	// EnvJournalDir is the directory of the per-node journal (effects.Journal) the
-	// deploy body keeps: the state dir's journal/, shared with the ssh method. A file
-	// rather than the resource's state: a killed apply never writes that state.
-	EnvJournalDir = "SWITCHYARD_JOURNAL_DIR"
-)
 
 // MagicCookieEnv is set in a plugin's environment when OpenTofu (or Terraform)
 // starts it.
@@ -81,10 +58,20 @@ func (p *switchyardProvider) Metadata(_ context.Context, _ provider.MetadataRequ
 }
 
 func (p *switchyardProvider) Schema(_ context.Context, _ provider.SchemaRequest, resp *provider.SchemaResponse) {
-	resp.Schema = schema.Schema{Description: "switchyard: NixOS deployments with a verdict per node. Credentials come from the environment the switchyard CLI sets."}
+	resp.Schema = schema.Schema{Description: "switchyard: NixOS deployments with a verdict per node. Credentials come from the run the switchyard CLI hands it (provider/contract)."}
 }
 
-func (p *switchyardProvider) Configure(context.Context, provider.ConfigureRequest, *provider.ConfigureResponse) {
+// Configure reads the run once: the contract the CLI encoded (contract.Decode) and
+// the DEPLOY_* variables, and hands the session to every resource and data source.
+// The run's key files join the redaction before anything reaches a node.
+func (p *switchyardProvider) Configure(_ context.Context, _ provider.ConfigureRequest, resp *provider.ConfigureResponse) {
+	s, err := newSession(os.Getenv)
+	if err != nil {
+		resp.Diagnostics.AddError("switchyard run", err.Error())
+		return
+	}
+	redact.Default.AddFile(s.run.KeyFiles()...)
+	resp.ResourceData, resp.DataSourceData = s, s
 }
 
 func (p *switchyardProvider) Resources(context.Context) []func() resource.Resource {

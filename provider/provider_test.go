@@ -204,7 +204,8 @@ func TestDeploymentTransport(t *testing.T) {
 	m.IncusInstance = types.StringValue("web1")
 	m.IncusProject = types.StringValue("tenant-a")
 	m.Host = types.StringNull()
-	tr, err := m.transport()
+	s := testSession(t)
+	tr, err := m.transport(s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,15 +214,15 @@ func TestDeploymentTransport(t *testing.T) {
 	}
 	tr.Close()
 	m.IncusProject = types.StringNull()
-	if tr, err = m.transport(); err != nil || tr.Target() != "incus default/web1" {
+	if tr, err = m.transport(s); err != nil || tr.Target() != "incus default/web1" {
 		t.Errorf("default project: %v", err)
 	}
 	m.Host = types.StringValue("192.0.2.1")
-	if _, err := m.transport(); err == nil {
+	if _, err := m.transport(s); err == nil {
 		t.Error("both host and incus_instance accepted at apply")
 	}
 	m.IncusInstance = types.StringNull()
-	if tr, err = m.transport(); err != nil || tr.Target() == "" || tr.Target()[:3] != "ssh" {
+	if tr, err = m.transport(s); err != nil || tr.Target() == "" || tr.Target()[:3] != "ssh" {
 		t.Errorf("ssh: %v", err)
 	}
 }

@@ -2,7 +2,6 @@ package provider
 
 import (
 	"context"
-	"os"
 
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
 
@@ -13,14 +12,11 @@ import (
 // diagnostic of its main calls redacted (SPEC 6.9): an error of a tool or server the
 // provider reaches (an SSH or Incus key file, a DNS server's answer) never carries a
 // credential's content to OpenTofu's output. The key files the CLI hands the provider
-// are added to redact.Default when it starts; the TSIG key's secret is added as
+// are added to redact.Default by the provider's Configure; the TSIG key's secret is added as
 // dnsupdate.ReadKeyFile reads it.
 type redacting struct{ tfprotov6.ProviderServer }
 
-func newRedacting(s tfprotov6.ProviderServer) tfprotov6.ProviderServer {
-	redact.Default.AddFile(os.Getenv(EnvSSHKeyFile), os.Getenv(EnvIncusClientKeyFile), os.Getenv(EnvReceiptKey))
-	return redacting{s}
-}
+func newRedacting(s tfprotov6.ProviderServer) tfprotov6.ProviderServer { return redacting{s} }
 
 func redactDiags(ds []*tfprotov6.Diagnostic) {
 	for _, d := range ds {

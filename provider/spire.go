@@ -74,14 +74,12 @@ type spireAgent struct {
 	err error // the Incus remote could not be opened
 }
 
-// newSpireAgent reaches the Incus daemon of $SWITCHYARD_INCUS_REMOTE with the
-// client key of incusClientKeyFile when given, as the project resource does.
-func newSpireAgent() resource.Resource {
-	c, err := incusClient()
-	if err != nil {
-		return &spireAgent{err: err}
-	}
-	return &spireAgent{c: c}
+func newSpireAgent() resource.Resource { return &spireAgent{} }
+
+// Configure reaches the run's Incus remote with its client key, as every resource
+// of the run does.
+func (r *spireAgent) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
+	_, r.c, r.err = incusOf(req.ProviderData, &resp.Diagnostics)
 }
 
 var _ resource.Resource = (*spireAgent)(nil)
@@ -116,13 +114,7 @@ func (r *spireAgent) Schema(_ context.Context, _ resource.SchemaRequest, resp *r
 	}
 }
 
-func (r *spireAgent) usable(diags *diag.Diagnostics) bool {
-	if r.err != nil {
-		diags.AddError("incus remote", r.err.Error())
-		return false
-	}
-	return true
-}
+func (r *spireAgent) usable(diags *diag.Diagnostics) bool { return usableIncus(r.c, r.err, diags) }
 
 func (r *spireAgent) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
 	var m spireAgentModel

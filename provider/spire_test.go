@@ -63,6 +63,16 @@ func newTFResource(t *testing.T, name string) *tfResource {
 	for n, a := range attrs {
 		typ.AttributeTypes[n] = a.Type
 	}
+	// OpenTofu configures the provider before it plans or applies a resource.
+	empty := tftypes.Object{AttributeTypes: map[string]tftypes.Type{}}
+	cfg, _ := tfprotov6.NewDynamicValue(empty, tftypes.NewValue(empty, map[string]tftypes.Value{}))
+	resp, err := srv.ConfigureProvider(context.Background(), &tfprotov6.ConfigureProviderRequest{Config: &cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range resp.Diagnostics {
+		t.Fatalf("configure: %s: %s", d.Summary, d.Detail)
+	}
 	return &tfResource{t: t, srv: srv, name: name, typ: typ}
 }
 

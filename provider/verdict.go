@@ -3,7 +3,6 @@ package provider
 import (
 	"context"
 	"fmt"
-	"os"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
@@ -40,7 +39,7 @@ type verdictModel struct {
 // It runs again when the deployment or the identity it follows changes, and after a
 // failed verdict; it changes nothing but restarting the failed units it sweeps, and
 // its delete forgets it.
-type verdictPass struct{}
+type verdictPass struct{ configured }
 
 func newVerdict() resource.Resource { return &verdictPass{} }
 
@@ -83,22 +82,22 @@ func (r *verdictPass) ModifyPlan(ctx context.Context, req resource.ModifyPlanReq
 }
 
 func (r *verdictPass) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	judgePlanned(ctx, req.Plan, &resp.State, &resp.Diagnostics)
+	judgePlanned(ctx, r.session(&resp.Diagnostics), req.Plan, &resp.State, &resp.Diagnostics)
 }
 
 func (r *verdictPass) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
-	judgePlanned(ctx, req.Plan, &resp.State, &resp.Diagnostics)
+	judgePlanned(ctx, r.session(&resp.Diagnostics), req.Plan, &resp.State, &resp.Diagnostics)
 }
 
 // judgePlanned runs the pass of the planned node and sets the state, also when the
 // verdict failed: that verdict is the node's, recorded in state.
-func judgePlanned(ctx context.Context, plan tfsdk.Plan, state *tfsdk.State, diags *diag.Diagnostics) {
+func judgePlanned(ctx context.Context, s *session, plan tfsdk.Plan, state *tfsdk.State, diags *diag.Diagnostics) {
 	var m verdictModel
 	diags.Append(plan.Get(ctx, &m)...)
-	if diags.HasError() {
+	if s == nil || diags.HasError() {
 		return
 	}
-	m.judge(ctx, func(summary, detail string) { diags.AddError(summary, detail) })
+	m.judge(ctx, s, func(summary, detail string) { diags.AddError(summary, detail) })
 	diags.Append(state.Set(ctx, &m)...)
 }
 
@@ -110,7 +109,7 @@ func (r *verdictPass) Delete(context.Context, resource.DeleteRequest, *resource.
 
 // judge runs the verdict-only pass and records its verdict; a failed one is
 // reported through fail, naming the node.
-func (m *verdictModel) judge(ctx context.Context, fail func(summary, detail string)) {
+func (m *verdictModel) judge(ctx context.Context, s *session, fail func(summary, detail string)) {
 	node := m.Node.ValueString()
 	m.ID = types.StringValue(node)
 	record := func(v verdict.Verdict, code int) {
@@ -125,13 +124,13 @@ func (m *verdictModel) judge(ctx context.Context, fail func(summary, detail stri
 		record(verdict.Verdict{Node: node, Pass: verdict.PassVerdictOnly, Reasons: []string{err.Error()}}, exitcode.Refused)
 		fail(node+": verdict refused", fmt.Sprintf("%s: %v", node, err))
 	}
-	cfg, err := effects.ConfigFromEnv(os.Getenv)
+	cfg, err := s.deploy, s.deployErr
 	if err != nil {
 		refuse(err)
 		return
 	}
 	cfg.VerdictOnly = true
-	t, err := transports.Open(incusSpec(m.IncusInstance.ValueString(), m.IncusProject.ValueString()))
+	t, err := transports.Open(s.incusSpec(m.IncusInstance.ValueString(), m.IncusProject.ValueString()))
 	if err != nil {
 		refuse(fmt.Errorf("wait: %w", err))
 		return

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/switchyard-nix/switchyard/provider"
+	"github.com/switchyard-nix/switchyard/provider/contract"
 	"github.com/switchyard-nix/switchyard/rollout"
 )
 
@@ -17,16 +17,16 @@ import (
 // The zero Layout puts every node in the shared block.
 type Layout struct {
 	Own   map[string]bool          // nodes in a block of their own
-	Steps map[string]provider.Step // a staged rollout: node to its place; these are in blocks of their own
+	Steps map[string]contract.Step // a staged rollout: node to its place; these are in blocks of their own
 }
 
 // Staged is the layout of a staged rollout: every node of stages in a block of its
 // own, each depending on the nodes of the stage before it.
 func Staged(stages []rollout.Stage) Layout {
-	l := Layout{Own: map[string]bool{}, Steps: map[string]provider.Step{}}
+	l := Layout{Own: map[string]bool{}, Steps: map[string]contract.Step{}}
 	for i, st := range stages {
 		for _, n := range st.Nodes {
-			step := provider.Step{Stage: st.String()}
+			step := contract.Step{Stage: st.String()}
 			if i > 0 {
 				step.After, step.AfterStage = stages[i-1].Nodes, stages[i-1].String()
 			}
@@ -56,15 +56,6 @@ func OwnAddress(node string) string { return ResourceType + "." + ownName(node) 
 // (letters, digits, "_" and "-"), but may start with a digit, which the prefix
 // covers.
 func ownName(node string) string { return ResourceName + "_" + node }
-
-// env is the provider's EnvRollout for the layout's rollout, "" for none.
-func (l Layout) env() (string, error) {
-	if len(l.Steps) == 0 {
-		return "", nil
-	}
-	b, err := json.Marshal(l.Steps)
-	return string(b), err
-}
 
 // place moves the nodes of the layout's own blocks out of the shared block of cfg's
 // deployments (body, whose each.key and each.value are replaced by the node's), and

@@ -26,6 +26,7 @@ import (
 	"github.com/hashicorp/terraform-exec/tfexec"
 
 	"github.com/switchyard-nix/switchyard/provider"
+	"github.com/switchyard-nix/switchyard/provider/contract"
 	"github.com/switchyard-nix/switchyard/redact"
 )
 
@@ -304,7 +305,7 @@ func Env(environ []string, cliConfig string, extra map[string]string) map[string
 	env := map[string]string{}
 	for _, kv := range environ {
 		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "BOOTSTRAP" || k == "BOOTSTRAP_SEED" || k == provider.MagicCookieEnv {
+		if !ok || k == "BOOTSTRAP" || k == "BOOTSTRAP_SEED" || k == provider.MagicCookieEnv || k == contract.Env {
 			continue
 		}
 		env[k] = v
@@ -359,7 +360,8 @@ type Setup struct {
 	Backend  Backend
 	Subset   bool                // the run is -targeted at Nodes, a part of the tree
 	Environ  []string            // the environment OpenTofu's is made from (Env)
-	Extra    map[string]string   // added to it
+	Extra    map[string]string   // added to it (OpenTofu's own: the pg backend's PG_CONN_STR)
+	Run      contract.Run        // what the provider gets (contract.Env); its Rollout is the Layout's
 	Tenant   *Tenant             // tf-incus-operator's resources; nil for the other methods
 	Layout   Layout              // where the nodes' deployments are; the zero Layout: the shared block
 	Applied  map[string][]string // the groups' applied submissions (LayoutConfig); nil: not kept
@@ -381,7 +383,7 @@ func Prepare(s Setup) (*Workspace, error) {
 			return nil, err
 		}
 	}
-	redact.Default.AddFile(s.Extra[provider.EnvSSHKeyFile], s.Extra[provider.EnvIncusClientKeyFile], s.Extra[provider.EnvReceiptKey])
+	redact.Default.AddFile(s.Run.KeyFiles()...)
 	dir := filepath.Join(s.StateDir, "tofu")
 	plugins := filepath.Join(dir, "plugins")
 	link := PluginPath(plugins)
@@ -426,8 +428,8 @@ func Prepare(s Setup) (*Workspace, error) {
 }
 
 // Relayout writes main.tf.json again with the nodes' deployments placed by l, and
-// sets the provider's EnvRollout in Env for l's rollout (a Terraform handle made
-// before needs its SetEnv again). Init does not depend on the layout: it can follow
+// encodes the provider's run (contract.Env) in Env again with l's rollout (a
+// Terraform handle made before needs its SetEnv again). Init does not depend on the layout: it can follow
 // a first init, once the state tells where the nodes are.
 func (w *Workspace) Relayout(l Layout) error {
 	w.setup.Layout = l
@@ -435,14 +437,15 @@ func (w *Workspace) Relayout(l Layout) error {
 	if err != nil {
 		return err
 	}
-	env, err := l.env()
+	w.setup.Run.Rollout = nil
+	if len(l.Steps) > 0 {
+		w.setup.Run.Rollout = l.Steps
+	}
+	run, err := w.setup.Run.Encode()
 	if err != nil {
 		return err
 	}
-	delete(w.Env, provider.EnvRollout)
-	if env != "" {
-		w.Env[provider.EnvRollout] = env
-	}
+	w.Env[contract.Env] = run
 	return writeFile(filepath.Join(w.Dir, "main.tf.json"), main)
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"runtime"
 	"strings"
@@ -14,6 +15,8 @@ import (
 	"time"
 
 	tfjson "github.com/hashicorp/terraform-json"
+
+	"github.com/switchyard-nix/switchyard/provider/contract"
 )
 
 func TestMainConfig(t *testing.T) {
@@ -177,6 +180,25 @@ func TestPrepare(t *testing.T) {
 	}
 	if _, ok := w.Env["BOOTSTRAP"]; ok {
 		t.Error("BOOTSTRAP kept")
+	}
+	// The provider's run is one variable, the contract's, whatever the environment
+	// held; a layout's rollout is in it until the next Relayout.
+	steps := map[string]contract.Step{"web3": {Stage: "batch 1", After: []string{"web1"}, AfterStage: "the canary"}}
+	w, err = Prepare(Setup{StateDir: state, Bin: "/bin/tofu", Self: self, Nodes: sshNodes("web1", "web3"),
+		Environ: []string{contract.Env + "={\"ssh_key_file\":\"/planted\"}"}, Run: contract.Run{SSHKeyFile: "/k/ssh"},
+		Layout: Layout{Own: map[string]bool{"web1": true, "web3": true}, Steps: steps}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := contract.Decode(func(k string) string { return w.Env[k] })
+	if err != nil || run.SSHKeyFile != "/k/ssh" || !reflect.DeepEqual(run.Rollout, steps) {
+		t.Errorf("the provider's run: %+v, %v", run, err)
+	}
+	if err := w.Relayout(Layout{}); err != nil {
+		t.Fatal(err)
+	}
+	if run, _ := contract.Decode(func(k string) string { return w.Env[k] }); run.Rollout != nil || run.SSHKeyFile != "/k/ssh" {
+		t.Errorf("after a relayout without a rollout: %+v", run)
 	}
 	// Again, with another binary: the link follows.
 	if w.Backend != (Backend{Kind: "local", Path: StatePath(state)}) {

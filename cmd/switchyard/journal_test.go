@@ -267,7 +267,7 @@ func TestJournalRerunAfterKillDuringFinalize(t *testing.T) {
 }
 
 // `tf apply`: the provider runs the body and keeps the journal in the state dir
-// (SWITCHYARD_JOURNAL_DIR). switchyard is SIGKILLed once the provider journaled the
+// (contract.Run.JournalDir). switchyard is SIGKILLed once the provider journaled the
 // switch (OpenTofu dies with it, Pdeathsig; the provider plugin with OpenTofu); the
 // rerun's provider finds the killed run's switch on the node from the journal and
 // starts no second one.
