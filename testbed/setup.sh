@@ -247,8 +247,21 @@ install_packages
 configure_nix
 raise_limits
 start_incusd
+# On a cold machine the images' builds (debootstrap: the network and the disk) and the
+# tools' builds (go build: the CPU) run side by side; each caches its result, so a
+# warm machine only checks.
+alias_file=$(mktemp)
+(ensure_image >"$alias_file") &
+image_pid=$!
+vm_pid=
+if [ "${SWITCHYARD_TESTBED_VM:-0}" = 1 ]; then
+	ensure_vm_image &
+	vm_pid=$!
+fi
 # The tests need OpenTofu; the main job (ssh method) does not.
 if [ "${SWITCHYARD_TESTBED_TOFU:-0}" = 1 ]; then ensure_tofu; fi
 if [ "${SWITCHYARD_TESTBED_OPERATOR:-0}" = 1 ]; then ensure_spire; fi
-ensure_image
-if [ "${SWITCHYARD_TESTBED_VM:-0}" = 1 ]; then ensure_vm_image; fi
+wait "$image_pid" || { log "the node image could not be made"; exit 3; }
+if [ -n "$vm_pid" ]; then wait "$vm_pid" || { log "the VM image could not be made"; exit 3; }; fi
+cat "$alias_file"
+rm -f "$alias_file"

@@ -55,7 +55,7 @@ lint() {
 	fi
 	"$sc" ./... || rc=1
 	command -v shellcheck >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -q shellcheck >&2
-	git ls-files -z '*.sh' .ci/run | xargs -0 shellcheck -S warning || rc=1
+	git ls-files -z '*.sh' .ci/run | xargs -0 shellcheck -x -S warning || rc=1
 	return $rc
 }
 
