@@ -1,13 +1,13 @@
 package effects
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
+
+	"github.com/switchyard-nix/switchyard/localcmd"
 )
 
 // Source says where the toplevel comes from: exactly one of its fields is set.
@@ -157,19 +157,8 @@ var queryBuilt = func(ctx context.Context, drv string) (string, bool) {
 
 // runLocal runs a local command; an error carries the last line of its stderr.
 func runLocal(ctx context.Context, argv []string) (string, error) {
-	var stdout, stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("%s: %w: %s", argv[0], err, lastLine(stderr.String()))
-	}
-	return stdout.String(), nil
+	out, err := localcmd.Output(ctx, nil, argv...)
+	return string(out), err
 }
 
-func lastLine(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
-		s = s[i+1:]
-	}
-	return s
-}
+func lastLine(s string) string { return localcmd.LastLine(s) }

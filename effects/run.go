@@ -14,15 +14,30 @@ import (
 	"github.com/switchyard-nix/switchyard/verdict"
 )
 
-// run is one body's state as the phases fill it in.
+// run is one body's state as the phases fill it in, in the parts the phases own.
 type run struct {
-	d        *Deploy
-	cfg      Config
+	d   *Deploy
+	cfg Config
+	outcome
+	switchState
+	sampling
+	judging
+	journalState
+	lock *heldLock // the node's deploy lock, while this body holds it (lock.go)
+}
+
+// outcome is what the node's verdict is made of, filled by every phase and read by
+// report and conclude: the verdict, the exit code and why, each phase's time.
+type outcome struct {
 	v        verdict.Verdict
 	exit     int
 	reasons  []string
 	phasesMS map[string]int64
+}
 
+// switchState is what build, snapshot, switch, switch-result, confirm and finalize
+// learn of the generations (switch.go, confirm.go).
+type switchState struct {
 	toplevel  string // the generation being judged
 	previous  string // the running generation before the switch
 	running   string // the running generation after a switch that never activated
@@ -42,7 +57,12 @@ type run struct {
 	switchUnit     string      // the transient unit running the switch
 	current        string      // /run/current-system as the switch's end left it ("": not read)
 	record         *nodeRecord // the node's record of the switch (SPEC 4.6); nil: none
-	chainDown      bool        // the chain gate did not pass: no sweep
+}
+
+// sampling is the systemd samples the gates and watches take (chain, sweep, settle,
+// cycle watch, loop watch) and what they decided about the next one.
+type sampling struct {
+	chainDown bool // the chain gate did not pass: no sweep
 	// sweptQuiet: the sweep's sample is the last one and the sweep restarted nothing,
 	// so the settle may take it as its first sample.
 	sweptQuiet   bool
@@ -52,13 +72,18 @@ type run struct {
 	lastReadErr  error           // why the last sample could not be read, if it could not
 	cycleStart   int
 	restarts     map[string][]verdict.Restart // restart history of the loop suspects (loop watch)
-	owned        map[string]bool
-	wanted       map[string]bool
-	classes      verdict.Classes
-	lock         *heldLock // the node's deploy lock, while this body holds it
+}
 
-	// The journal (journal.go): the entry a killed run left, once read; whether this
-	// body wrote one; whether it took over the killed run's switch unit.
+// judging is what owned reads and classify decides from the samples (judge.go).
+type judging struct {
+	owned   map[string]bool
+	wanted  map[string]bool
+	classes verdict.Classes
+}
+
+// journalState is the journal's part (journal.go): the entry a killed run left, once
+// read; whether this body wrote one; whether it took over the killed run's switch unit.
+type journalState struct {
 	lastRun     *JournalEntry
 	journalRead bool
 	journaled   bool
@@ -79,12 +104,14 @@ func newRun(d *Deploy) *run {
 		pass = verdict.PassVerdictOnly
 	}
 	return &run{
-		d:        d,
-		cfg:      d.Config,
-		phasesMS: map[string]int64{},
-		v: verdict.Verdict{
-			Kind: "verdict", Node: d.Node, Target: d.Transport.Target(), Pass: pass,
-			Switch: verdict.Switch{Result: verdict.SwitchSkipped}, StrictUnits: d.Config.StrictUnits,
+		d:   d,
+		cfg: d.Config,
+		outcome: outcome{
+			phasesMS: map[string]int64{},
+			v: verdict.Verdict{
+				Kind: "verdict", Node: d.Node, Target: d.Transport.Target(), Pass: pass,
+				Switch: verdict.Switch{Result: verdict.SwitchSkipped}, StrictUnits: d.Config.StrictUnits,
+			},
 		},
 	}
 }

@@ -44,6 +44,8 @@ var rules = []rule{
 		why: "the exit codes are the bottom layer"},
 	{from: under("pool"), only: []string{},
 		why: "the worker pool is the bottom layer"},
+	{from: under("localcmd"), only: []string{},
+		why: "running a local command is the bottom layer"},
 	{from: func(p string) bool { return !under("cmd")(p) }, forbid: []string{"cmd"},
 		why: "nothing below the command line imports it"},
 	// The upper floors (issue 33 item 5).

@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/switchyard-nix/switchyard/localcmd"
 	"github.com/switchyard-nix/switchyard/pool"
 	"github.com/switchyard-nix/switchyard/transports"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -143,17 +143,8 @@ func evaluate(ctx context.Context, cache *evalcache.Cache, n *plan.Node) (string
 // local runs a command on this machine with the environment env (nil: this
 // process's); an error carries stderr's last line.
 func local(ctx context.Context, env, argv []string) (string, error) {
-	var stdout, stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Stdout, cmd.Stderr, cmd.Env = &stdout, &stderr, env
-	if err := cmd.Run(); err != nil {
-		tail := strings.TrimSpace(stderr.String())
-		if i := strings.LastIndexByte(tail, '\n'); i >= 0 {
-			tail = tail[i+1:]
-		}
-		return "", fmt.Errorf("%s: %w: %s", argv[0], err, tail)
-	}
-	return stdout.String(), nil
+	out, err := localcmd.Output(ctx, env, argv...)
+	return string(out), err
 }
 
 // deploy is apply (the deploy pass, skipping nodes already running their toplevel)

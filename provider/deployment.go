@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os/exec"
 	"slices"
 	"strings"
 	"time"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/switchyard-nix/switchyard/effects"
 	"github.com/switchyard-nix/switchyard/exitcode"
+	"github.com/switchyard-nix/switchyard/localcmd"
 	"github.com/switchyard-nix/switchyard/provider/contract"
 	"github.com/switchyard-nix/switchyard/receipt"
 	"github.com/switchyard-nix/switchyard/transports"
@@ -357,7 +357,7 @@ func (d *deployment) hold(ctx context.Context, m, prior *deploymentModel, reason
 	node := m.Node.ValueString()
 	v := verdict.Verdict{Node: node, Pass: verdict.PassDeploy, Switch: verdict.Switch{Result: verdict.SwitchHeld},
 		ExitCode: exitcode.Verdict, Reasons: []string{reason}}
-	if out, err := exec.CommandContext(ctx, "nix-store", "--query", "--outputs", "--", m.Drv.ValueString()).Output(); err == nil {
+	if out, err := localcmd.Output(ctx, nil, "nix-store", "--query", "--outputs", "--", m.Drv.ValueString()); err == nil {
 		v.Toplevel = strings.TrimSpace(string(out))
 	}
 	m.Toplevel, m.Previous = types.StringValue(""), types.StringValue("")

@@ -1,14 +1,14 @@
 package receipt
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
-	"os/exec"
 	"strings"
 	"sync"
+
+	"github.com/switchyard-nix/switchyard/localcmd"
 )
 
 // narHashes keeps the NAR hashes asked in this process: a valid store path's never
@@ -29,13 +29,11 @@ func NARHash(ctx context.Context, path string) (string, error) {
 }
 
 func queryNARHash(ctx context.Context, path string) (string, error) {
-	var out, errb bytes.Buffer
-	cmd := exec.CommandContext(ctx, "nix-store", "--query", "--hash", "--", path)
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("nix-store --query --hash: %w: %s", err, strings.TrimSpace(errb.String()))
+	out, err := localcmd.Output(ctx, nil, "nix-store", "--query", "--hash", "--", path)
+	if err != nil {
+		return "", err
 	}
-	return HexSHA256(strings.TrimSpace(out.String()))
+	return HexSHA256(strings.TrimSpace(string(out)))
 }
 
 // HexSHA256 turns a Nix SHA-256 hash as Nix prints it ("sha256:" and Nix's base32,

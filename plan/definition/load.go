@@ -1,16 +1,14 @@
 package definition
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 
+	"github.com/switchyard-nix/switchyard/localcmd"
 	"github.com/switchyard-nix/switchyard/nix"
 	"github.com/switchyard-nix/switchyard/plan/field"
 	"github.com/switchyard-nix/switchyard/plan/tree"
@@ -70,13 +68,12 @@ func Load(ctx context.Context, dir string) (*Definition, error) {
 }
 
 func evaluate(ctx context.Context, argv []string) ([]byte, error) {
-	var stdout, stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return nil, &EvalError{Argv: argv, Err: err, Stderr: strings.TrimSpace(stderr.String())}
+	out, err := localcmd.Output(ctx, nil, argv...)
+	var e *localcmd.Error
+	if errors.As(err, &e) {
+		return nil, &EvalError{Argv: argv, Err: e.Err, Stderr: e.Stderr}
 	}
-	return stdout.Bytes(), nil
+	return out, err
 }
 
 func exists(p string) bool {
