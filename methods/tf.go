@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/hashicorp/go-version"
 	"github.com/hashicorp/terraform-exec/tfexec"
 	tfjson "github.com/hashicorp/terraform-json"
 
@@ -50,6 +51,8 @@ type tfRun struct {
 	pub            ed25519.PublicKey // receipts verify's key
 }
 
+// run is a tf method's verb: the nodes' inputs, OpenTofu's working directory, the
+// layout of the graph, then the verb itself.
 func (r *tfRun) run(ctx context.Context) (int, error) {
 	if r.req.Verb == "apply" && r.cfg.VerdictOnly {
 		return r.verdictOnlyApply(ctx)
@@ -60,25 +63,59 @@ func (r *tfRun) run(ctx context.Context) (int, error) {
 	} else if err != nil {
 		return ExitInfra, err
 	}
-	// apply, plan and run hand the provider each node's derivation, evaluated through
-	// the eval cache (so a plan and the apply after it evaluate once); destroy and
-	// refresh change no node and evaluate nothing.
+	subset := r.req.Group != "" || len(r.req.Nodes) > 0
+	nodes, code, err := r.inputs(ctx, subset)
+	if err != nil {
+		return code, err
+	}
+	run, code, err := r.providerRun()
+	if err != nil {
+		return code, err
+	}
+	tenant, code, err := r.tenant(ctx, nodes, &run)
+	if err != nil {
+		return code, err
+	}
+	setup := tofu.Setup{StateDir: r.req.StateDir, Bin: bin, Nodes: nodes, Subset: subset,
+		Environ: os.Environ(), Run: run, Tenant: tenant}
+	if code, err := r.open(ctx, setup); err != nil {
+		return code, err
+	}
+	if code, err := r.submissions(ctx); err != nil {
+		return code, err
+	}
+	if err := r.layout(ctx, subset); errors.Is(err, ErrRefused) {
+		return ExitRefused, err
+	} else if err != nil {
+		return ExitInfra, err
+	}
+	if subset {
+		r.target(nodes, tenant)
+	}
+	return r.verb(ctx)
+}
+
+// inputs are the nodes' deployments OpenTofu gets. apply, plan and run hand the
+// provider each node's derivation, evaluated through the eval cache (so a plan and the
+// apply after it evaluate once); destroy and refresh change no node and evaluate
+// nothing. A saved plan that is not this run's, or a rollout of a subset asked for,
+// is refused first.
+func (r *tfRun) inputs(ctx context.Context, subset bool) ([]tofu.Node, int, error) {
 	if r.req.Verb == "apply" && r.req.PlanIn != "" {
 		// apply --plan FILE deploys only what was planned: another DEPLOYMENT or a
 		// changed tree is refused before anything runs.
 		if err := checkSavedPlan(r.req.PlanIn, r.d, r.p); err != nil {
-			return exitFor(err), err
+			return nil, exitFor(err), err
 		}
 	}
-	subset := r.req.Group != "" || len(r.req.Nodes) > 0
 	if r.m.Staged() && (r.req.Verb == "apply" || r.req.Verb == "plan") {
 		// plan lays the graph out as apply would, from the rollout setting.
 		if err := r.setRollout(r.req.Rollout); err != nil {
-			return exitFor(err), err
+			return nil, exitFor(err), err
 		}
 		if r.rollout.Enabled() && subset {
 			if r.req.Rollout != "" {
-				return ExitRefused, fmt.Errorf("--rollout: a staged rollout covers the whole tree: run it without --group and --node: %w", ErrRefused)
+				return nil, ExitRefused, fmt.Errorf("--rollout: a staged rollout covers the whole tree: run it without --group and --node: %w", ErrRefused)
 			}
 			r.out.Log("", "info", "rollout: not staged: --group and --node deploy the nodes they pick at once")
 			r.rollout = rollout.Spec{}
@@ -88,42 +125,51 @@ func (r *tfRun) run(ctx context.Context) (int, error) {
 	if r.req.Verb == "apply" || r.req.Verb == "plan" || r.req.Verb == "run" {
 		var code int
 		if drvs, code = r.evaluateAll(ctx); code != ExitOK {
-			return code, errors.New("evaluation failed")
+			return nil, code, errors.New("evaluation failed")
 		}
 		r.drvs = drvs
 	}
 	nodes, err := r.tofuNodes(drvs)
 	if err != nil {
-		return ExitRefused, err
+		return nil, ExitRefused, err
 	}
+	return nodes, ExitOK, nil
+}
+
+// tenant is tf-incus-operator's part of the graph (nil for the other methods), its
+// DNS key put into run; before an apply or a destroy, its servers are asked first.
+func (r *tfRun) tenant(ctx context.Context, nodes []tofu.Node, run *contract.Run) (*tofu.Tenant, int, error) {
+	if !r.m.TenantsOnly {
+		return nil, ExitOK, nil
+	}
+	coords := map[string]string{}
+	if len(r.p.Nodes) > 0 {
+		coords = r.p.Nodes[0].Plan.Coordinates
+	}
+	t, err := tenantOf(r.d, nodes, coords, run)
+	if err != nil {
+		return nil, exitFor(err), err
+	}
+	if r.req.Verb == "apply" || r.req.Verb == "destroy" {
+		if err := tenantPreflight(ctx, t, *run); err != nil {
+			return nil, ExitInfra, err
+		}
+	}
+	return t, ExitOK, nil
+}
+
+// open makes OpenTofu's working directory for setup (with the state backend of the
+// tree), checks OpenTofu's version, initialises the directory and seeds an empty
+// state where there is none.
+func (r *tfRun) open(ctx context.Context, setup tofu.Setup) (int, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return ExitInfra, err
 	}
-	run, code, err := r.providerRun()
-	if err != nil {
-		return code, err
-	}
-	var tenant *tofu.Tenant
-	if r.m.TenantsOnly {
-		coords := map[string]string{}
-		if len(r.p.Nodes) > 0 {
-			coords = r.p.Nodes[0].Plan.Coordinates
-		}
-		t, err := tenantOf(r.d, nodes, coords, &run)
-		if err != nil {
-			return exitFor(err), err
-		}
-		tenant = t
-		if r.req.Verb == "apply" || r.req.Verb == "destroy" {
-			if err := tenantPreflight(ctx, t, run); err != nil {
-				return ExitInfra, err
-			}
-		}
-	}
-	extra := map[string]string{}
-	backend := tofu.Backend{Kind: r.s.StateBackend}
-	if backend.Kind == "pg" {
+	setup.Self = self
+	setup.Backend = tofu.Backend{Kind: r.s.StateBackend}
+	setup.Extra = map[string]string{}
+	if setup.Backend.Kind == "pg" {
 		file := r.s.PgConnStringFile
 		if file == "" {
 			return ExitRefused, fmt.Errorf(`stateBackend "pg" needs the pgConnStringFile credential: %w`, ErrRefused)
@@ -132,33 +178,17 @@ func (r *tfRun) run(ctx context.Context) (int, error) {
 		if err != nil {
 			return ExitRefused, fmt.Errorf("%w: %w", err, ErrRefused)
 		}
-		extra["PG_CONN_STR"] = conn
+		setup.Extra["PG_CONN_STR"] = conn
 	}
-	r.ws, err = tofu.Prepare(tofu.Setup{StateDir: r.req.StateDir, Bin: bin, Self: self, Nodes: nodes,
-		Backend: backend, Subset: subset, Environ: os.Environ(), Extra: extra, Run: run, Tenant: tenant})
-	if err != nil {
+	if r.ws, err = tofu.Prepare(setup); err != nil {
 		return ExitInfra, fmt.Errorf("OpenTofu working directory: %w", err)
 	}
 	if r.tf, err = r.ws.Terraform(); err != nil {
 		return ExitInfra, err
 	}
-	// The version is asked once per OpenTofu binary (terraform-exec would ask it
-	// before its first command of every run; apply runs without it, see
-	// tofu.Workspace.Run).
-	ver := r.ws.CachedVersion()
-	if ver != nil {
-		ver, err = tofu.CheckVersion(ver, nil)
-	} else {
-		v, _, verr := r.tf.Version(ctx, false)
-		if ver, err = tofu.CheckVersion(v, verr); err == nil {
-			err = r.ws.SaveVersion(ver)
-		}
-	}
+	ver, code, err := r.version(ctx)
 	if err != nil {
-		if r.req.Getenv(tofu.EnvTofu) != "" {
-			return ExitRefused, fmt.Errorf("%w: %w", err, ErrRefused)
-		}
-		return ExitInfra, err
+		return code, err
 	}
 	if err := r.init(ctx); err != nil {
 		return ExitInfra, err
@@ -174,28 +204,50 @@ func (r *tfRun) run(ctx context.Context) (int, error) {
 		}
 		return ExitInfra, fmt.Errorf("seeding an empty OpenTofu state: %s", oneLine(err))
 	}
-	if code, err := r.submissions(ctx); err != nil {
-		return code, err
-	}
-	if err := r.layout(ctx, subset); errors.Is(err, ErrRefused) {
-		return ExitRefused, err
-	} else if err != nil {
-		return ExitInfra, err
-	}
-	if subset {
-		// --group or --node: only these nodes' deployments are planned; the others
-		// in the state are left as they are, not forgotten.
-		addrs := subsetAddresses(nodes, tenant, r.ws.Layout())
-		if r.req.Verb == "apply" || r.req.Verb == "plan" {
-			// The groups' applied submissions change with apply; a subset destroy
-			// keeps them.
-			addrs = append(addrs, tofu.AppliedAddress)
-		}
-		for _, a := range addrs {
-			r.targetAddrs = append(r.targetAddrs, a)
-			r.targets = append(r.targets, tfexec.Target(a))
+	return ExitOK, nil
+}
+
+// version is OpenTofu's version, asked once per binary (terraform-exec would ask it
+// before its first command of every run; apply runs without it, see
+// tofu.Workspace.Run). One too old is refused when the user named the binary.
+func (r *tfRun) version(ctx context.Context) (*version.Version, int, error) {
+	ver := r.ws.CachedVersion()
+	var err error
+	if ver != nil {
+		ver, err = tofu.CheckVersion(ver, nil)
+	} else {
+		v, _, verr := r.tf.Version(ctx, false)
+		if ver, err = tofu.CheckVersion(v, verr); err == nil {
+			err = r.ws.SaveVersion(ver)
 		}
 	}
+	if err == nil {
+		return ver, ExitOK, nil
+	}
+	if r.req.Getenv(tofu.EnvTofu) != "" {
+		return nil, ExitRefused, fmt.Errorf("%w: %w", err, ErrRefused)
+	}
+	return nil, ExitInfra, err
+}
+
+// target is a subset run's -target options (--group or --node): only these nodes'
+// deployments are planned; the others in the state are left as they are, not
+// forgotten.
+func (r *tfRun) target(nodes []tofu.Node, tenant *tofu.Tenant) {
+	addrs := subsetAddresses(nodes, tenant, r.ws.Layout())
+	if r.req.Verb == "apply" || r.req.Verb == "plan" {
+		// The groups' applied submissions change with apply; a subset destroy
+		// keeps them.
+		addrs = append(addrs, tofu.AppliedAddress)
+	}
+	for _, a := range addrs {
+		r.targetAddrs = append(r.targetAddrs, a)
+		r.targets = append(r.targets, tfexec.Target(a))
+	}
+}
+
+// verb runs the verb in the prepared working directory.
+func (r *tfRun) verb(ctx context.Context) (int, error) {
 	switch r.req.Verb {
 	case "apply":
 		return r.apply(ctx)
