@@ -178,24 +178,26 @@ func (o *Text) Verdict(v verdict.Verdict) {
 func (o *Text) Summary(nodes, ok, failed, exitCode int) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.block != nil {
-		o.block.Release()
-		o.order, o.nodes = nil, map[string]*nodeStatus{}
-	}
+	o.releaseBlock()
 	if nodes <= 1 {
 		return
 	}
 	o.above(o.stdout, fmt.Sprintf("%d nodes: %d ok, %d failed (exit %d)\n", nodes, ok, failed, exitCode))
 }
 
-// PlanSummary ends a plan: how many nodes would change, in the plan's words.
-func (o *Text) PlanSummary(nodes, changed, failed, exitCode int) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
+// releaseBlock draws the status block a last time and leaves it where it is.
+func (o *Text) releaseBlock() {
 	if o.block != nil {
 		o.block.Release()
 		o.order, o.nodes = nil, map[string]*nodeStatus{}
 	}
+}
+
+// PlanSummary ends a plan: how many nodes would change, in the plan's words.
+func (o *Text) PlanSummary(nodes, changed, failed, exitCode int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.releaseBlock()
 	if nodes <= 1 {
 		return
 	}
