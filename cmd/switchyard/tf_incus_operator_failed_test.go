@@ -35,7 +35,7 @@ func TestTFIncusOperatorFailedDeployNotOldVerdict(t *testing.T) {
 		if got, _ := incusCLI(t, "config", "get", "--project", b.project, node, "limits.memory"); got != "2GiB" {
 			t.Errorf("%s: limits.memory %q after the change, want 2GiB", node, got)
 		}
-		if tok, _ := incusCLI(t, "exec", "--project", b.project, node, "--", "cat", "/var/lib/switchyard/spire/join-token"); tok != tokens[i] {
+		if tok, _ := incusOutput(t, "exec", "--project", b.project, node, "--", "cat", "/var/lib/switchyard/spire/join-token"); tok != tokens[i] {
 			t.Errorf("%s: the join token changed with an in-place instance change", node)
 		}
 		for _, res := range []string{"switchyard_spire_agent", "switchyard_deployment", "switchyard_incus_instance"} {

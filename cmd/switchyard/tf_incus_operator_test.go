@@ -204,11 +204,11 @@ func (b *operatorBed) wantIdentities(t *testing.T) []string {
 				t.Errorf("%s %s: entry %+v, want %+v", node, app, e, want)
 			}
 		}
-		st, err := incusCLI(t, "exec", "--project", b.project, node, "--", "stat", "-c", "%a %u %s", "/var/lib/switchyard/spire/join-token")
+		st, err := incusOutput(t, "exec", "--project", b.project, node, "--", "stat", "-c", "%a %u %s", "/var/lib/switchyard/spire/join-token")
 		if err != nil || !strings.HasPrefix(st, "600 0 ") || strings.HasSuffix(st, " 0") {
 			t.Errorf("%s: join token: %q (%v), want mode 600, root, not empty", node, st, err)
 		}
-		tok, err := incusCLI(t, "exec", "--project", b.project, node, "--", "cat", "/var/lib/switchyard/spire/join-token")
+		tok, err := incusOutput(t, "exec", "--project", b.project, node, "--", "cat", "/var/lib/switchyard/spire/join-token")
 		if err != nil || tok == "" {
 			t.Fatalf("%s: reading the join token: %v", node, err)
 		}
@@ -285,7 +285,7 @@ func testOperator(t *testing.T, kind string) {
 		if f := strs(units(t, v, "failed")); len(f) != 0 {
 			t.Errorf("%s: failed units in the node's verdict: %v", node, f)
 		}
-		if got, _ := incusCLI(t, "exec", "--project", b.project, node, "--", "systemctl", "is-active", "needs-identity.service"); got != "active" {
+		if got, _ := incusOutput(t, "exec", "--project", b.project, node, "--", "systemctl", "is-active", "needs-identity.service"); got != "active" {
 			t.Errorf("%s: needs-identity.service %q", node, got)
 		}
 	}

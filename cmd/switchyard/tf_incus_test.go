@@ -26,6 +26,25 @@ func incusCLI(t *testing.T, args ...string) (string, error) {
 	return strings.TrimSpace(string(out)), err
 }
 
+// incusOutput is incusCLI for a command that always prints something when it
+// succeeds (readlink, cat of a file that is not empty, stat, systemctl is-active):
+// under load the incus client now and then returns such an exec with exit 0 and no
+// output at all (the cold CI run of 2026-12-06 saw it twice, each time right after
+// the same read had printed), so a successful read that printed nothing is asked
+// again, a few times, before it counts.
+func incusOutput(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	var out string
+	var err error
+	for try := 0; try < 5; try++ {
+		if out, err = incusCLI(t, args...); err != nil || out != "" {
+			return out, err
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	return out, err
+}
+
 // testProject creates a throwaway Incus project that sees the default project's
 // images and profiles; it is deleted with its instances when t ends (testbed/test.sh
 // also removes leftovers by the name prefix).
@@ -90,7 +109,7 @@ func TestTFIncusApplyPlanDestroy(t *testing.T) {
 		if v == nil || v["ok"] != true || v["target"] != "incus "+project+"/"+name {
 			t.Fatalf("%s: verdict %v\n%s", name, v, strings.Join(logMsgs(r), "\n"))
 		}
-		got, err := incusCLI(t, "exec", "--project", project, name, "--", "readlink", "/run/current-system")
+		got, err := incusOutput(t, "exec", "--project", project, name, "--", "readlink", "/run/current-system")
 		if err != nil || got != v["toplevel"] {
 			t.Errorf("%s runs %q (%v), want %v", name, got, err, v["toplevel"])
 		}
