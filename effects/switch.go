@@ -451,35 +451,63 @@ func (r *run) putBack(ctx context.Context, what string, step func(context.Contex
 }
 
 // BootEntryScript prints what the node's default boot entry starts, read from the
-// boot loader NixOS installed (a fixed script, no input): systemd-boot's loader.conf
-// "default" entry and its "options init=" (systemd-boot-builder.py), GRUB's first
-// menuentry, "NixOS - Default", and its "linux ... init=" (install-grub.pl: GRUB's
-// default entry 0, boot.loader.grub.default's default), extlinux's DEFAULT label and
-// its "APPEND init=" (extlinux-conf-builder.sh), or a container's /sbin/init
-// (lxc-container.nix). On a NixOS system with none of them (no boot loader, as a test
-// VM or a nixos-container, which boot the system profile's init) it prints the
-// system profile's init. It prints nothing otherwise.
+// boot loader NixOS installed (a fixed script; its one optional argument is a root
+// directory the paths are read under, for the table tests of recorded loader files):
+//
+//   - systemd-boot (systemd-boot-builder.py): loader.conf on the ESP (/boot, /efi or
+//     /boot/efi) names the default entry exactly (nixos-generation-N.conf) or, with the
+//     builder of boot counting, as a pattern (nixos-generation-*) that systemd-boot
+//     resolves to the matching entry sorted first: the builder gives the default
+//     generation a sort-key before every other ("nixor-default"). Entry files may carry
+//     boot counters (nixos-generation-N+3.conf, +2-1) that are no part of the entry's
+//     name; entries live on the XBOOTLDR partition (/boot) or the ESP. The entry's
+//     "options init=" is printed.
+//   - GRUB (install-grub.pl): the first menuentry, "NixOS - Default" (GRUB's default
+//     entry 0, boot.loader.grub.default's default), its "linux ... init=".
+//   - extlinux (extlinux-conf-builder.sh): the DEFAULT label's "APPEND init=".
+//   - a container's /sbin/init (lxc-container.nix); on a NixOS system with none of
+//     them (no boot loader, as a test VM or a nixos-container, which boot the system
+//     profile's init), the system profile's init.
+//
+// It prints nothing otherwise (a UKI, GRUB's "saved" default: not read).
 const BootEntryScript = `set -e
-if [ -f /boot/loader/loader.conf ]; then
-	entry=$(awk '$1 == "default" { d = $2 } END { print d }' /boot/loader/loader.conf)
-	case $entry in
+root=${1:-}
+esp=
+for d in /boot /efi /boot/efi; do
+	if [ -f "$root$d/loader/loader.conf" ]; then esp=$root$d; break; fi
+done
+if [ -n "$esp" ]; then
+	pattern=$(awk '$1 == "default" { d = $2 } END { print d }' "$esp/loader/loader.conf")
+	case $pattern in
 	"") exit 0 ;;
 	*.conf) ;;
-	*) entry=$entry.conf ;;
+	*) pattern=$pattern.conf ;;
 	esac
-	awk '$1 == "options" { for (i = 2; i <= NF; i++) if ($i ~ /^init=/) { print substr($i, 6); exit } }' "/boot/loader/entries/$entry"
-elif [ -f /boot/grub/grub.cfg ]; then
+	entry=$(for f in "$root/boot/loader/entries"/*.conf "$esp/loader/entries"/*.conf; do
+		[ -f "$f" ] || continue
+		id=$(basename "$f" | sed 's/+[0-9][0-9]*\(-[0-9][0-9]*\)\{0,1\}\.conf$/.conf/')
+		case $id in
+		$pattern) ;;
+		*) continue ;;
+		esac
+		key=$(awk '$1 == "sort-key" { k = $2 } END { print (k == "" ? "~" : k) }' "$f")
+		gen=$(echo "$id" | sed -n 's/.*-generation-\([0-9][0-9]*\).*/\1/p')
+		echo "$key ${gen:-0} $f"
+	done | sort -k1,1 -k2,2nr | awk 'NR == 1 { print $3 }')
+	[ -n "$entry" ] || exit 0
+	awk '$1 == "options" { for (i = 2; i <= NF; i++) if ($i ~ /^init=/) { print substr($i, 6); exit } }' "$entry"
+elif [ -f "$root/boot/grub/grub.cfg" ]; then
 	awk '$1 == "menuentry" && !seen { seen = 1; in_entry = 1; next }
 		in_entry && $1 == "}" { exit }
-		in_entry && $1 == "linux" { for (i = 3; i <= NF; i++) if ($i ~ /^init=/) { print substr($i, 6); exit } }' /boot/grub/grub.cfg
-elif [ -f /boot/extlinux/extlinux.conf ]; then
+		in_entry && $1 == "linux" { for (i = 3; i <= NF; i++) if ($i ~ /^init=/) { print substr($i, 6); exit } }' "$root/boot/grub/grub.cfg"
+elif [ -f "$root/boot/extlinux/extlinux.conf" ]; then
 	awk 'toupper($1) == "DEFAULT" { d = $2 } toupper($1) == "LABEL" { l = $2 }
 		toupper($1) == "APPEND" { for (i = 2; i <= NF; i++) if ($i ~ /^init=/) a[l] = substr($i, 6) }
-		END { print a[d] }' /boot/extlinux/extlinux.conf
-elif [ -L /sbin/init ]; then
-	readlink -f /sbin/init
-elif [ -e /etc/NIXOS ] && [ -L /nix/var/nix/profiles/system ]; then
-	printf '%s/init\n' "$(readlink -f /nix/var/nix/profiles/system)"
+		END { print a[d] }' "$root/boot/extlinux/extlinux.conf"
+elif [ -L "$root/sbin/init" ]; then
+	readlink -f "$root/sbin/init"
+elif [ -e "$root/etc/NIXOS" ] && [ -L "$root/nix/var/nix/profiles/system" ]; then
+	printf '%s/init\n' "$(readlink -f "$root/nix/var/nix/profiles/system")"
 fi
 `
 
