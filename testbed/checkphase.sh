@@ -55,10 +55,11 @@ for v in "${versions[@]}"; do
 		status=1
 		cat "$work/out" >&2
 	fi
-	# go test -v prints each package's tests together, then its ok or FAIL line.
-	awk '/^[[:space:]]*--- SKIP:/ { skipped = 1 } /^(ok|FAIL)\t/ { if (skipped) print $2; skipped = 0 }' \
+	# go test -v prints each package's tests together, then its line: "ok  " and a tab,
+	# or "FAIL" and a tab.
+	awk '/^[[:space:]]*--- SKIP:/ { skipped = 1 } /^(ok|FAIL)[[:space:]]/ { if (skipped) print $2; skipped = 0 }' \
 		"$work/out" | sort -u >"$work/skipped"
-	echo "checkphase: Go $v: $(grep -c '^ok	' "$work/out") packages passed, $(grep -c '^FAIL	' "$work/out") failed," \
+	echo "checkphase: Go $v: $(grep -cE '^ok[[:space:]]' "$work/out") packages passed, $(grep -cE '^FAIL[[:space:]]' "$work/out") failed," \
 		"$(grep -cE '^[[:space:]]*--- PASS' "$work/out") tests passed, $(grep -cE '^[[:space:]]*--- SKIP' "$work/out") skipped" \
 		"(in $(wc -l <"$work/skipped") packages)" >&2
 done
