@@ -49,8 +49,12 @@ switchyard_fetch_go() {
 		local proxy v=v0.0.1-go$version.linux-amd64 tmp
 		proxy=$(switchyard_go_proxy) || return 2
 		echo "testbed: fetching Go $version from $proxy" >&2
-		command -v unzip >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -q unzip >&2
-		command -v curl >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -q curl >&2
+		# A fresh machine may have no package lists yet: they are read once, if needed.
+		for tool in unzip curl; do
+			command -v "$tool" >/dev/null ||
+				DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$tool" >&2 ||
+				{ apt-get update -q >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$tool" >&2; }
+		done
 		tmp=$(mktemp -d)
 		curl -fsSL -o "$tmp/go.zip" "$proxy/golang.org/toolchain/@v/$v.zip"
 		unzip -q "$tmp/go.zip" -d "$tmp/x"

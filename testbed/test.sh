@@ -54,7 +54,11 @@ lint() {
 		GOBIN=$(dirname "$sc") go install "honnef.co/go/tools/cmd/staticcheck@$switchyard_staticcheck_version"
 	fi
 	"$sc" ./... || rc=1
-	command -v shellcheck >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -q shellcheck >&2
+	if ! command -v shellcheck >/dev/null; then
+		# A fresh machine may have no package lists yet.
+		{ DEBIAN_FRONTEND=noninteractive apt-get install -y -q shellcheck ||
+			{ apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q shellcheck; }; } >&2 || rc=1
+	fi
 	git ls-files -z '*.sh' .ci/run | xargs -0 shellcheck -x -S warning || rc=1
 	return $rc
 }
