@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -70,7 +71,7 @@ func (s *session) journal() effects.Journal {
 
 // errNotConfigured: the framework called a resource before the provider's Configure
 // (it does so only for validation, which needs no session).
-var errNotConfigured = fmt.Errorf("the switchyard provider is not configured")
+var errNotConfigured = errors.New("the switchyard provider is not configured")
 
 // sessionOf is the session the framework hands a resource or data source; nil
 // before the provider was configured.

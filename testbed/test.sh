@@ -38,7 +38,6 @@ report() {
 	echo "tiers:" >&2
 	printf '  %s\n' "${times[@]}" >&2
 }
-trap report EXIT
 
 lint() {
 	local bad rc=0

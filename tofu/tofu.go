@@ -437,10 +437,7 @@ func (w *Workspace) Relayout(l Layout) error {
 	if err != nil {
 		return err
 	}
-	w.setup.Run.Rollout = nil
-	if len(l.Steps) > 0 {
-		w.setup.Run.Rollout = l.Steps
-	}
+	w.setup.Run.Rollout = l.Steps // an empty one is left out of the encoding
 	run, err := w.setup.Run.Encode()
 	if err != nil {
 		return err
