@@ -21,7 +21,12 @@
         default = pkgs.buildGo126Module {
           pname = "switchyard";
           inherit version;
-          src = ./.;
+          # What the build and its check phase read (nix/src.nix), so that editing the
+          # flake, its lock or CI does not rebuild the package.
+          src = nixpkgs.lib.fileset.toSource {
+            root = ./.;
+            fileset = nixpkgs.lib.fileset.unions (map (name: ./. + "/${name}") (import ./nix/src.nix));
+          };
           # The NAR SHA-256 of `go mod vendor` of this tree. nixos-tests/vendorhash_test.go
           # recomputes it in the test command and fails when go.mod, go.sum or the
           # imported packages change without it.
@@ -84,11 +89,19 @@
       };
 
       # The package (its check phase runs every package's unit tier), our NixOS modules
-      # built against nixpkgs (module-eval), and the NixOS VM tests of SPEC 8, one per
+      # built against nixpkgs on an Incus container and virtual machine (module-eval,
+      # module-eval-vm), and the NixOS VM tests of SPEC 8, one per
       # file in nixos-tests/ (they need KVM: see the README).
       checks = forAllSystems (system: pkgs: {
         switchyard = self.packages.${system}.default;
-        module-eval = import ./nix/module-eval.nix { inherit nixpkgs system self; };
+        module-eval = import ./nix/module-eval.nix {
+          inherit nixpkgs system self;
+          instanceModule = "virtualisation/lxc-container.nix";
+        };
+        module-eval-vm = import ./nix/module-eval.nix {
+          inherit nixpkgs system self;
+          instanceModule = "virtualisation/incus-virtual-machine.nix";
+        };
       } // import ./nixos-tests { inherit pkgs self; });
     };
 }

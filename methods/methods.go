@@ -35,19 +35,23 @@ const (
 // ErrRefused marks an error that refuses the run before anything changed (exit 2).
 var ErrRefused = errors.New("refused")
 
+// Subset tells whether the request picks some nodes rather than every enabled one.
+func (req Request) Subset() bool { return req.Group != "" || len(req.Nodes) > 0 || len(req.On) > 0 }
+
 // Request is one `switchyard <method> <verb>`.
 type Request struct {
 	Method, Verb string
 	Tree         string // the operator tree, absolute
 	Group        string
-	Nodes        []string
-	Deployment   []byte // the DEPLOYMENT submission (none: the baked configuration)
-	Signature    []byte // its armored SSH signature (SPEC 6.8); none: unsigned
-	StateDir     string // "" is <tree>/.switchyard
-	Parallel     int    // nodes at once; 0 is the method's parallel setting
-	Rollout      string // apply's stages, "canary=N,batch=M" (ssh method); "" is the rollout setting
-	PlanIn       string // apply --plan FILE
-	PlanOut      string // plan --out FILE
+	Nodes        []string // --node: names
+	On           []string // --on: names, globs, @tags, ! exclusions (plan.Selection)
+	Deployment   []byte   // the DEPLOYMENT submission (none: the baked configuration)
+	Signature    []byte   // its armored SSH signature (SPEC 6.8); none: unsigned
+	StateDir     string   // "" is <tree>/.switchyard
+	Parallel     int      // nodes at once; 0 is the method's parallel setting
+	Rollout      string   // apply's stages, "canary=N,batch=M" (ssh method); "" is the rollout setting
+	PlanIn       string   // apply --plan FILE
+	PlanOut      string   // plan --out FILE
 	// ReceiptKey is --receipt-key (apply, receipts): the deployer's key signing the
 	// receipts; "" is SWITCHYARD_RECEIPT_KEY. ReceiptPubKey is --receipt-pubkey
 	// (receipts verify). ReceiptsAction is the receipts verb's show or verify.
@@ -157,7 +161,7 @@ func Run(ctx context.Context, req Request, rep Reporter) (exit int, err error) {
 		return ExitRefused, err
 	}
 	p, err := plan.Compute(d, coordinates.Environment(m.Coordinates), plan.Options{
-		StateDir: req.StateDir, Group: req.Group, Nodes: req.Nodes,
+		StateDir: req.StateDir, Group: req.Group, Nodes: req.Nodes, On: req.On,
 		Exclude: []string{req.PlanOut, req.PlanIn}})
 	if err != nil {
 		return exitFor(err), err

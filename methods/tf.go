@@ -63,7 +63,7 @@ func (r *tfRun) run(ctx context.Context) (int, error) {
 	} else if err != nil {
 		return ExitInfra, err
 	}
-	subset := r.req.Group != "" || len(r.req.Nodes) > 0
+	subset := r.req.Subset()
 	nodes, code, err := r.inputs(ctx, subset)
 	if err != nil {
 		return code, err

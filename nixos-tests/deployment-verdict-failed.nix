@@ -27,7 +27,7 @@ let
     # wrapper around the real one would do. /run/current-system never moves.
     never-activates = { pkgs, ... }: {
       imports = [ common.hello ];
-      system.extraSystemBuilderCmds = ''
+      system.systemBuilderCommands = ''
         rm -f $out/bin/switch-to-configuration
         printf '#!%s\necho "switch-to-configuration $1: nothing done" >&2\nexit 0\n' \
           ${pkgs.runtimeShell} > $out/bin/switch-to-configuration

@@ -152,10 +152,14 @@ func TestFlakePackageUsesGo126(t *testing.T) {
 let
   flake = import ` + root + `/flake.nix;
   genAttrs = names: f: builtins.listToAttrs (map (n: { name = n; value = f n; }) names);
-  lib = { inherit genAttrs; optionalString = c: s: if c then s else ""; };
+  lib = {
+    inherit genAttrs;
+    optionalString = c: s: if c then s else "";
+    fileset = { toSource = a: { root = toString a.root; files = map toString a.fileset; }; unions = l: l; };
+  };
   stubPkgs = system: {
     inherit lib system;
-    buildGo126Module = a: { builder = "buildGo126Module"; inherit (a) vendorHash subPackages checkPhase; };
+    buildGo126Module = a: { builder = "buildGo126Module"; inherit (a) vendorHash subPackages checkPhase src; };
     testers.runNixOSTest = m: m;
   };
   nixpkgs = { inherit lib; legacyPackages = genAttrs [ "x86_64-linux" "aarch64-linux" ] stubPkgs; };
@@ -173,6 +177,10 @@ builtins.mapAttrs (system: p: p.default // { checks = builtins.attrNames outputs
 		SubPackages []string `json:"subPackages"`
 		CheckPhase  string   `json:"checkPhase"`
 		Checks      []string `json:"checks"`
+		Src         struct {
+			Root  string   `json:"root"`
+			Files []string `json:"files"`
+		} `json:"src"`
 	}
 	if err := json.Unmarshal(out, &pkgs); err != nil {
 		t.Fatalf("flake.nix packages: %v: %s", err, out)
@@ -190,8 +198,12 @@ builtins.mapAttrs (system: p: p.default // { checks = builtins.attrNames outputs
 		if !strings.Contains(p.CheckPhase, "go test") || !strings.Contains(p.CheckPhase, "./...") {
 			t.Errorf("%s: check phase %q does not test every package", system, p.CheckPhase)
 		}
-		if !slices.Contains(p.Checks, "module-eval") || !slices.Contains(p.Checks, "switchyard") {
-			t.Errorf("%s: checks %v lack module-eval or the package", system, p.Checks)
+		if p.Src.Root != root || len(p.Src.Files) < 10 || slices.Contains(p.Src.Files, filepath.Join(root, "flake.nix")) ||
+			!slices.Contains(p.Src.Files, filepath.Join(root, "go.mod")) {
+			t.Errorf("%s: src %+v, want a fileset of nix/src.nix's entries under %s", system, p.Src, root)
+		}
+		if !slices.Contains(p.Checks, "module-eval") || !slices.Contains(p.Checks, "module-eval-vm") || !slices.Contains(p.Checks, "switchyard") {
+			t.Errorf("%s: checks %v lack module-eval, module-eval-vm or the package", system, p.Checks)
 		}
 	}
 }

@@ -22,8 +22,10 @@ type Options struct {
 	StateDir string
 	// Group is the picked group; empty: every group.
 	Group string
-	// Nodes is a subset of the picked group's enabled nodes; empty: all of them.
+	// Nodes is a subset of the picked group's enabled nodes (--node); empty: all of them.
 	Nodes []string
+	// On is --on's host selection (Selection.On).
+	On []string
 	// Exclude is switchyard's own files that may lie in the tree and are no input
 	// (the saved plan of plan --out and apply --plan); "" is ignored.
 	Exclude []string
@@ -50,7 +52,7 @@ func Compute(d *merge.Deployment, coords *coordinates.Reader, opt Options) (*Pla
 	if err != nil {
 		return nil, err
 	}
-	picked, err := Select(d.Definition, opt.Group, opt.Nodes, d.Method.TenantsOnly)
+	picked, err := Select(d.Definition, Selection{Group: opt.Group, Nodes: opt.Nodes, On: opt.On}, d.Method.TenantsOnly)
 	if err != nil {
 		return nil, err
 	}

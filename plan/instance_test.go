@@ -29,11 +29,11 @@ func TestConfigurationInstanceModule(t *testing.T) {
 		header string
 	}{
 		{"container", &definition.Incus{Image: "i", Type: definition.InstanceContainer},
-			[]string{mp + "/virtualisation/lxc-container.nix"}, "{ modulesPath, ... }:"},
+			[]string{mp + "/virtualisation/lxc-container.nix"}, "{ lib, modulesPath, ... }:"},
 		{"container by default", &definition.Incus{Image: "i"},
-			[]string{mp + "/virtualisation/lxc-container.nix"}, "{ modulesPath, ... }:"},
+			[]string{mp + "/virtualisation/lxc-container.nix"}, "{ lib, modulesPath, ... }:"},
 		{"virtual-machine", &definition.Incus{Image: "i", Type: definition.InstanceVM},
-			[]string{mp + "/virtualisation/incus-virtual-machine.nix"}, "{ modulesPath, ... }:"},
+			[]string{mp + "/virtualisation/incus-virtual-machine.nix"}, "{ lib, modulesPath, ... }:"},
 		{"ssh", nil, []string{}, "{ ... }:"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -164,5 +164,23 @@ func TestGuestAPIAfterIncusAgent(t *testing.T) {
 		`"vm":{"after":["incus-agent.service"],"condition":"/dev/incus/sock","wants":["incus-agent.service"]}}`
 	if out != want {
 		t.Errorf("guest-api unit\n got %s\nwant %s", out, want)
+	}
+}
+
+// The flake's module-eval checks build our modules on each instance module a generated
+// configuration can import: one check per InstanceModule result.
+func TestModuleEvalCoversEveryInstanceModule(t *testing.T) {
+	flake, err := os.ReadFile(repo("flake.nix"))
+	if os.IsNotExist(err) {
+		t.Skip("no flake.nix: the package's source (nix/src.nix) leaves it out")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, typ := range []string{definition.InstanceContainer, definition.InstanceVM} {
+		m := strings.TrimPrefix(InstanceModule(&definition.Incus{Type: typ}), "/")
+		if !strings.Contains(string(flake), `instanceModule = "`+m+`";`) {
+			t.Errorf("flake.nix has no module-eval check with instanceModule %s (type %s)", m, typ)
+		}
 	}
 }

@@ -21,7 +21,7 @@ func (p *Plan) Names() Published {
 // Names is publishedNames of a merged deployment for a picked group (every group when
 // empty) without computing the plans: the same nodes Compute would plan.
 func Names(d *merge.Deployment, group string) (Published, error) {
-	picked, err := Select(d.Definition, group, nil, d.Method.TenantsOnly)
+	picked, err := Select(d.Definition, Selection{Group: group}, d.Method.TenantsOnly)
 	if err != nil {
 		return Published{}, err
 	}

@@ -120,7 +120,10 @@ func TestConfigurationEvaluates(t *testing.T) {
 	}
 	conf := filepath.Join(state, "nodes", "web1", "configuration.nix")
 	out := runNix(t, "nix-instantiate", "--eval", "--strict", "--json", "--expr", `
-		let m = import `+conf+` { config = { }; lib = { }; pkgs = { }; modulesPath = "/nixpkgs/nixos/modules"; };
+		let
+		  # nixpkgs' lib.mkDefault, which is mkOverride 1000 (lib/modules.nix).
+		  lib.mkDefault = content: { _type = "override"; priority = 1000; inherit content; };
+		  m = import `+conf+` { config = { }; inherit lib; pkgs = { }; modulesPath = "/nixpkgs/nixos/modules"; };
 		    plan = m.switchyard.plan;
 		in {
 		  imports = map toString m.imports;
@@ -130,12 +133,14 @@ func TestConfigurationEvaluates(t *testing.T) {
 		  node = plan.node;
 		  port = plan.applications.hello.port;
 		  guestApi = m.switchyard.guestApi.enable;
+		  channel = m.system.installer.channel.enable;
 		}`)
 	var got struct {
 		Imports, Modules []string
 		Motd, Node       string
 		IsPath, GuestAPI bool
 		Port             int
+		Channel          override
 	}
 	if err := json.Unmarshal([]byte(out), &got); err != nil {
 		t.Fatal(err)
@@ -145,12 +150,14 @@ func TestConfigurationEvaluates(t *testing.T) {
 		Motd, Node       string
 		IsPath, GuestAPI bool
 		Port             int
+		Channel          override
 	}{
 		Imports: []string{"/nixpkgs/nixos/modules/virtualisation/lxc-container.nix",
 			filepath.Join(state, "nix", "module.nix"), filepath.Join(state, "nix", "guest-api.nix"),
 			filepath.Join(tree, "hosts", "web1.nix"), filepath.Join(tree, "apps", "hello.nix")},
 		Modules: []string{filepath.Join(tree, "hosts", "web1.nix"), filepath.Join(tree, "apps", "hello.nix")},
 		Motd:    filepath.Join(tree, "files", "motd.txt"), IsPath: true, Node: "web1", Port: 8080, GuestAPI: true,
+		Channel: override{Type: "override", Priority: 1000, Content: false},
 	}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("(-want +got)\n%s", d)
@@ -163,6 +170,13 @@ func TestConfigurationEvaluates(t *testing.T) {
 			t.Errorf("import %s: %v", f, err)
 		}
 	}
+}
+
+// override is a NixOS module system priority wrapper (lib.mkOverride) as JSON.
+type override struct {
+	Type     string `json:"_type"`
+	Priority int    `json:"priority"`
+	Content  bool   `json:"content"`
 }
 
 func TestPlanReader(t *testing.T) {

@@ -29,9 +29,12 @@ versions=("$@")
 work=$(mktemp -d /tmp/cp.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/src" "$work/bin" "$work/home"
-# The tree buildGoModule gets: the committed files and the work tree's changes to them
-# (untracked files too, so a new package is tested before it is committed).
-git ls-files -z --cached --others --exclude-standard | xargs -0 cp --parents -t "$work/src" 2>/dev/null || true
+# The tree buildGoModule gets: flake.nix's src, the root entries nix/src.nix names, of the
+# committed files and the work tree's changes to them (untracked files too, so a new
+# package is tested before it is committed).
+mapfile -t src < <(sed -n 's/^[[:space:]]*"\([^"]*\)"[[:space:]]*$/\1/p' nix/src.nix)
+[ ${#src[@]} -gt 0 ] || { echo "checkphase: nix/src.nix lists nothing" >&2; exit 2; }
+git ls-files -z --cached --others --exclude-standard -- "${src[@]}" | xargs -0 cp --parents -t "$work/src" 2>/dev/null || true
 (cd "$work/src" && GOFLAGS=-mod=mod GOWORK=off go mod vendor)
 # stdenv's tools (coreutils, findutils, diffutils, sed, grep, gawk, tar, gzip, bash),
 # nothing else: no incus, no nix, no ssh, no tofu, so every test-bed test skips.

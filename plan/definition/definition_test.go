@@ -48,7 +48,7 @@ const good = `{
   },
   "groups": {
     "web": {"applications": ["hello", "mail"], "nodes": {
-      "web1": {"modules": ["hosts/web1.nix"], "ssh": {"host": "192.0.2.10", "hostKey": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIB4inzM5jOx8xxmjhITtKFD7q0B50Pu07HOHGjAEY+JB comment"},
+      "web1": {"modules": ["hosts/web1.nix"], "tags": ["edge", "eu-1"], "ssh": {"host": "192.0.2.10", "hostKey": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIB4inzM5jOx8xxmjhITtKFD7q0B50Pu07HOHGjAEY+JB comment"},
                "incus": {"image": "nixos/25.05", "limits": {"cpu": 2, "memory": "2GiB"}}},
       "web2": {"enable": false}
     }},
@@ -71,7 +71,7 @@ func TestLoadJSON(t *testing.T) {
 		},
 		Groups: map[string]Group{
 			"web": {Applications: []string{"hello", "mail"}, Nodes: map[string]Node{
-				"web1": {Enable: true, Modules: []data.RepoPath{"hosts/web1.nix"},
+				"web1": {Enable: true, Modules: []data.RepoPath{"hosts/web1.nix"}, Tags: []string{"edge", "eu-1"},
 					SSH:   &SSH{Host: "192.0.2.10", Port: 22, User: "root", HostKey: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIB4inzM5jOx8xxmjhITtKFD7q0B50Pu07HOHGjAEY+JB"},
 					Incus: &Incus{Image: "nixos/25.05", Profiles: []string{"default"}, Limits: Limits{CPU: 2, Memory: "2GiB"}, Type: InstanceContainer}},
 				"web2": {Enable: false},
@@ -132,6 +132,9 @@ func TestRefusals(t *testing.T) {
 		{"bad node name", edit(`"web2": {`, `"web 2": {`), `groups.web.nodes."web 2"`, "not a valid node name", nil},
 		{"node name with a dot", edit(`"web2": {`, `"..": {`), `groups.web.nodes.".."`, "not a valid node name", nil},
 		{"bad host key", edit(`"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIB4inzM5jOx8xxmjhITtKFD7q0B50Pu07HOHGjAEY+JB comment"`, `"ssh-ed25519 placeholder"`), "groups.web.nodes.web1.ssh.hostKey", "not a public key", nil},
+		{"tags not a list", edit(`["edge", "eu-1"]`, `"edge"`), "groups.web.nodes.web1.tags", "want a list of tag names", nil},
+		{"bad tag", edit(`["edge", "eu-1"]`, `["edge", "@eu"]`), "groups.web.nodes.web1.tags[1]", "not a tag name", nil},
+		{"tag twice", edit(`["edge", "eu-1"]`, `["edge", "edge"]`), "groups.web.nodes.web1.tags[1]", "given twice", nil},
 		{"port out of range", edit(`"host": "192.0.2.10"`, `"host": "192.0.2.10", "port": 70000`), "groups.web.nodes.web1.ssh.port", "not between 1 and 65535", nil},
 		{"host missing", edit(`"host": "192.0.2.10", `, ``), "groups.web.nodes.web1.ssh.host", "not a host", nil},
 		{"image missing", edit(`"image": "nixos/25.05", `, ``), "groups.web.nodes.web1.incus.image", "required", nil},

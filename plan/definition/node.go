@@ -1,6 +1,8 @@
 package definition
 
 import (
+	"regexp"
+	"slices"
 	"strings"
 
 	"golang.org/x/crypto/ssh"
@@ -14,7 +16,7 @@ func decodeNode(v any, at field.Path) (Node, error) {
 	if err != nil {
 		return Node{}, err
 	}
-	if err := o.only("enable", "modules", "ssh", "incus"); err != nil {
+	if err := o.only("enable", "modules", "tags", "ssh", "incus"); err != nil {
 		return Node{}, err
 	}
 	var n Node
@@ -33,6 +35,9 @@ func decodeNode(v any, at field.Path) (Node, error) {
 			}
 			n.Modules = append(n.Modules, p)
 		}
+	}
+	if n.Tags, err = decodeTags(o.m["tags"], at.Key("tags")); err != nil {
+		return Node{}, err
 	}
 	if o.has("ssh") {
 		if n.SSH, err = DecodeSSH(o.m["ssh"], at.Key("ssh")); err != nil {
@@ -131,4 +136,33 @@ func DecodeIncus(v any, at field.Path) (*Incus, error) {
 		return nil, err
 	}
 	return i, nil
+}
+
+// tagPattern is what a node's tag may be: what --on's @tag can name.
+var tagPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
+
+// IsTag tells whether s may be a node's tag.
+func IsTag(s string) bool { return tagPattern.MatchString(s) }
+
+// decodeTags reads a node's tags: a list of tag names, each once.
+func decodeTags(v any, at field.Path) ([]string, error) {
+	if v == nil {
+		return nil, nil
+	}
+	list, ok := v.([]any)
+	if !ok {
+		return nil, field.Errorf(at, "want a list of tag names")
+	}
+	var tags []string
+	for i, x := range list {
+		tag, ok := x.(string)
+		if !ok || !tagPattern.MatchString(tag) {
+			return nil, field.Errorf(at.Index(i), "%v is not a tag name (letters, digits, _ . -)", x)
+		}
+		if slices.Contains(tags, tag) {
+			return nil, field.Errorf(at.Index(i), "tag %s given twice", tag)
+		}
+		tags = append(tags, tag)
+	}
+	return tags, nil
 }

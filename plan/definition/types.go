@@ -101,8 +101,9 @@ type Group struct {
 type Node struct {
 	Enable  bool // default true; a disabled node is neither planned nor listed
 	Modules []data.RepoPath
-	SSH     *SSH   // the ssh transport's settings (methods ssh, tf)
-	Incus   *Incus // the incus transport's settings (methods tf-incus, tf-incus-operator)
+	Tags    []string // what --on's @tag selects by; the tree's only, never a submission's
+	SSH     *SSH     // the ssh transport's settings (methods ssh, tf)
+	Incus   *Incus   // the incus transport's settings (methods tf-incus, tf-incus-operator)
 }
 
 // SSH is how the ssh transport reaches a node.

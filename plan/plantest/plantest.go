@@ -24,6 +24,7 @@ type Node struct {
 	// Image makes the node an Incus node (methods tf-incus...): the local image
 	// alias its instance is created from; it then has no ssh settings.
 	Image string
+	Tags  []string // the node's tags (--on @tag)
 }
 
 // Tree is what WriteTree writes.
@@ -98,6 +99,9 @@ func Write(dir string, spec Tree) error {
 		if n.Image != "" {
 			node = map[string]any{"modules": []string{"hosts/" + n.Name + ".nix"},
 				"incus": map[string]any{"image": n.Image, "limits": map[string]any{"cpu": 1, "memory": "1GiB"}}}
+		}
+		if len(n.Tags) > 0 {
+			node["tags"] = n.Tags
 		}
 		nodes[n.Name] = node
 		files[filepath.Join("hosts", n.Name+".nix")] = "{ ... }: { networking.hostName = \"" + n.Name + "\"; }\n"

@@ -23,7 +23,7 @@ import (
 type methodFlags struct {
 	tree, group, deployment, signature, output, stateDir, planIn, planOut, rollout string
 	receiptKey, receiptPubKey, receiptsAction                                      string
-	nodes                                                                          multiFlag
+	nodes, on                                                                      multiFlag
 	parallel                                                                       int
 	tofuArgs                                                                       []string // run -- <args>
 	offline, allowOlder                                                            bool
@@ -35,7 +35,8 @@ func methodFlagSet(m method.Method, verb string, f *methodFlags) *flag.FlagSet {
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&f.tree, "tree", ".", "the operator tree `DIR`")
 	fs.StringVar(&f.group, "group", "", "only the group `NAME`")
-	fs.Var(&f.nodes, "node", "only the node `NAME` (repeatable)")
+	fs.Var(&f.on, "on", "only the nodes `SEL` selects: names, globs (web*) and tags (@edge), comma-separated or repeated; !SEL excludes")
+	fs.Var(&f.nodes, "node", "only the node `NAME` (repeatable; as --on NAME)")
 	fs.StringVar(&f.deployment, "deployment", "", "DEPLOYMENT submission `FILE`, or - for stdin (default: the DEPLOYMENT variable)")
 	fs.StringVar(&f.signature, "deployment-signature", "", "the submission's SSH signature `FILE` (ssh-keygen -Y sign -n switchyard-deployment; default: the DEPLOYMENT_SIGNATURE variable)")
 	fs.StringVar(&f.output, "output", "text", "`FORMAT`: text or json")
@@ -126,7 +127,7 @@ func runMethod(m method.Method, args []string, e env) int {
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
-	req := methods.Request{Method: m.Name, Verb: verb, Tree: f.tree, Group: f.group, Nodes: f.nodes,
+	req := methods.Request{Method: m.Name, Verb: verb, Tree: f.tree, Group: f.group, Nodes: f.nodes, On: f.on,
 		StateDir: f.stateDir, Parallel: f.parallel, Rollout: f.rollout, PlanIn: f.planIn, PlanOut: f.planOut, TofuArgs: f.tofuArgs,
 		ReceiptKey: f.receiptKey, ReceiptPubKey: f.receiptPubKey, ReceiptsAction: f.receiptsAction,
 		Offline: f.offline, AllowOlder: f.allowOlder, Getenv: e.getenv, Stdin: e.stdin, Stdout: e.stdout, Stderr: e.stderr, JSON: f.output == "json"}
