@@ -193,6 +193,43 @@ func (o *Text) releaseBlock() {
 	}
 }
 
+// Exec prints one node's answer to the exec verb: each line of its stdout on stdout and
+// of its stderr on stderr, prefixed with the node's name (one node's lines stay
+// together), then its exit status when it is not 0. A node's bytes are its own: control
+// characters other than tab are shown as '?', so a node cannot drive the terminal.
+func (o *Text) Exec(node string, exitCode int, stdout, stderr string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if out := prefixLines(node, stdout); out != "" {
+		o.above(o.stdout, out)
+	}
+	if exitCode != 0 {
+		stderr += fmt.Sprintf("[exit %d]\n", exitCode)
+	}
+	if out := prefixLines(node, stderr); out != "" {
+		o.above(o.stderr, out)
+	}
+}
+
+// prefixLines is text's lines, each after "node: ", control characters shown as '?'.
+func prefixLines(node, text string) string {
+	if text == "" {
+		return ""
+	}
+	var b strings.Builder
+	for _, line := range strings.Split(strings.TrimSuffix(text, "\n"), "\n") {
+		b.WriteString(node + ": ")
+		b.WriteString(strings.Map(func(r rune) rune {
+			if r != '\t' && (r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0)) {
+				return '?'
+			}
+			return r
+		}, line))
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
 // PlanSummary ends a plan: how many nodes would change, in the plan's words.
 func (o *Text) PlanSummary(nodes, changed, failed, exitCode int) {
 	o.mu.Lock()

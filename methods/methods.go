@@ -57,7 +57,8 @@ type Request struct {
 	// (receipts verify). ReceiptsAction is the receipts verb's show or verify.
 	ReceiptKey, ReceiptPubKey, ReceiptsAction string
 	TofuArgs                                  []string
-	Offline                                   bool // plan without contacting any node
+	Argv                                      []string // exec: the command run on each node
+	Offline                                   bool     // plan without contacting any node
 	// AllowOlder is apply --allow-older: a signed submission that another superseded
 	// on a group is applied anyway (SPEC 6.9).
 	AllowOlder bool
@@ -100,6 +101,9 @@ type Reporter interface {
 	// PlanSummary closes the plan verb: of nodes, changed would be deployed and
 	// failed could not be planned (they count as changed too).
 	PlanSummary(nodes, changed, failed, exitCode int)
+	// Exec is one node's answer to the exec verb: its command's exit status and
+	// output (bounded).
+	Exec(node string, exitCode int, stdout, stderr string)
 }
 
 // Run runs req's verb and returns the exit code (SPEC 2.1). err, when not nil, is
@@ -181,7 +185,7 @@ func Run(ctx context.Context, req Request, rep Reporter) (exit int, err error) {
 	if req.Verb == "apply" || req.Verb == "run" {
 		f.rec, f.prov, f.rkey = receipt.NewRecorder(rep), runProvenance(p, signer), rkey
 	}
-	if m.Runner == method.RunnerTofu && req.Verb != "verdict" {
+	if m.Runner == method.RunnerTofu && req.Verb != "verdict" && req.Verb != "exec" {
 		return (&tfRun{fleet: f, req: req, receiptKeyFile: rkeyFile, pub: pub}).run(ctx)
 	}
 	switch req.Verb {
@@ -202,6 +206,8 @@ func Run(ctx context.Context, req Request, rep Reporter) (exit int, err error) {
 		return f.deploy(ctx, false), nil
 	case "verdict":
 		return f.deploy(ctx, true), nil
+	case "exec":
+		return f.exec(ctx, req.Argv), nil
 	case "receipts":
 		list := func(node string) ([]kept, error) { return keptReceipts(p.StateDir, node) }
 		return f.receipts(ctx, req.ReceiptsAction, pub, list, req.Stdout)

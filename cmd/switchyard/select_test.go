@@ -12,14 +12,11 @@ import (
 	"github.com/switchyard-nix/switchyard/testbed"
 )
 
-// Issue 34 item 4: --on selects by names, globs and tags, repeated, with ! to exclude,
-// for apply as for every verb that took --node; a selection of nothing is refused with
-// exit 2 and one line naming --on, before any node is contacted.
-func TestSSHApplyOnSelection(t *testing.T) {
-	bed := testbed.Require(t)
-	t.Parallel()
-	names := []string{"web1", "web2", "db1"}
-	tags := map[string][]string{"web1": {"edge"}, "web2": {"edge", "canary"}}
+// fleetTree launches fresh nodes of those names and writes a tree of them (the ssh
+// methods' settings, each node's tags), whose builder makes each node the healthy
+// closure tagged by its name; env is a submission with the nodes' key and an eval cache.
+func fleetTree(t *testing.T, bed *testbed.Bed, names []string, tags map[string][]string) (map[string]*testbed.Node, string, []string) {
+	t.Helper()
 	nodes := launchNodes(t, bed, names)
 	var spec plantest.Tree
 	for _, name := range names {
@@ -32,8 +29,18 @@ func TestSSHApplyOnSelection(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(tree, "builder.nix"), []byte(builder), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	sub, _ := json.Marshal(map[string]any{"deployment-method": map[string]any{"ssh": map[string]any{"sshKeyFile": nodes["web1"].KeyFile}}})
-	env := []string{"DEPLOYMENT=" + string(sub), "DEPLOY_EVAL_CACHE_DIR=" + t.TempDir()}
+	sub, _ := json.Marshal(map[string]any{"deployment-method": map[string]any{"ssh": map[string]any{"sshKeyFile": nodes[names[0]].KeyFile}}})
+	return nodes, tree, []string{"DEPLOYMENT=" + string(sub), "DEPLOY_EVAL_CACHE_DIR=" + t.TempDir()}
+}
+
+// Issue 34 item 4: --on selects by names, globs and tags, repeated, with ! to exclude,
+// for apply as for every verb that took --node; a selection of nothing is refused with
+// exit 2 and one line naming --on, before any node is contacted.
+func TestSSHApplyOnSelection(t *testing.T) {
+	bed := testbed.Require(t)
+	t.Parallel()
+	names := []string{"web1", "web2", "db1"}
+	nodes, tree, env := fleetTree(t, bed, names, map[string][]string{"web1": {"edge"}, "web2": {"edge", "canary"}})
 	untouched := func(t *testing.T, picked ...string) {
 		t.Helper()
 		for _, name := range names {

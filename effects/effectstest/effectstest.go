@@ -407,6 +407,11 @@ func (e *Events) Plan(node, nixosConf string, changed bool) {
 	e.plans[node] = changed
 }
 
+// Exec is kept as a log line of the node's exit code.
+func (e *Events) Exec(node string, exitCode int, stdout, stderr string) {
+	e.Log(node, "exec", fmt.Sprintf("exit %d", exitCode))
+}
+
 // PlanSummary is kept as Summary's nodes, changed, failed and exit code.
 func (e *Events) PlanSummary(nodes, changed, failed, exitCode int) {
 	e.mu.Lock()

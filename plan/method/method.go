@@ -33,8 +33,8 @@ const (
 
 // Verbs of the runners (SPEC 2).
 var (
-	sshVerbs  = []string{"apply", "plan", "verdict", "names", "schema", "receipts"}
-	tofuVerbs = []string{"apply", "plan", "destroy", "refresh", "run", "verdict", "names", "schema", "receipts"}
+	sshVerbs  = []string{"apply", "plan", "verdict", "exec", "names", "schema", "receipts"}
+	tofuVerbs = []string{"apply", "plan", "destroy", "refresh", "run", "verdict", "exec", "names", "schema", "receipts"}
 )
 
 // verbSummaries are the verbs' one-line descriptions for the usage texts (SPEC 2).
@@ -42,6 +42,8 @@ var verbSummaries = map[string]string{
 	"apply":   "deploy the nodes (all, or --group/--node) and judge each one",
 	"plan":    "compute the nodes' plans and say which would be deployed (nixos_conf)",
 	"verdict": "judge the nodes as they run: the verdict-only pass (DEPLOY_VERDICT_ONLY=1 apply)",
+	"exec": "run the argument vector after -- on the selected nodes in parallel, over the method's transport " +
+		"(never through a shell switchyard builds); exit code the worst of the nodes'",
 	"names":   "print the tree's groups and nodes as JSON",
 	"schema":  "print what a DEPLOYMENT may set for this method, as JSON",
 	"destroy": "destroy what the state holds (tf forgets the nodes and never touches them; the Incus methods delete their instances)",

@@ -26,6 +26,7 @@ type methodFlags struct {
 	nodes, on                                                                      multiFlag
 	parallel                                                                       int
 	tofuArgs                                                                       []string // run -- <args>
+	argv                                                                           []string // exec -- <argv>
 	offline, allowOlder                                                            bool
 }
 
@@ -75,6 +76,11 @@ func parseMethodFlags(m method.Method, verb string, args []string) (methodFlags,
 		f.tofuArgs = fs.Args()
 		if len(f.tofuArgs) == 0 {
 			return f, fmt.Errorf("give OpenTofu's arguments after --, e.g. run -- state list")
+		}
+	} else if verb == "exec" {
+		f.argv = fs.Args()
+		if len(f.argv) == 0 || f.argv[0] == "" {
+			return f, fmt.Errorf("give the command after --, e.g. exec --on web1 -- systemctl is-system-running")
 		}
 	} else if verb == "receipts" && f.receiptsAction == "" && fs.NArg() == 1 {
 		f.receiptsAction = fs.Arg(0)
@@ -128,7 +134,7 @@ func runMethod(m method.Method, args []string, e env) int {
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 	req := methods.Request{Method: m.Name, Verb: verb, Tree: f.tree, Group: f.group, Nodes: f.nodes, On: f.on,
-		StateDir: f.stateDir, Parallel: f.parallel, Rollout: f.rollout, PlanIn: f.planIn, PlanOut: f.planOut, TofuArgs: f.tofuArgs,
+		StateDir: f.stateDir, Parallel: f.parallel, Rollout: f.rollout, PlanIn: f.planIn, PlanOut: f.planOut, TofuArgs: f.tofuArgs, Argv: f.argv,
 		ReceiptKey: f.receiptKey, ReceiptPubKey: f.receiptPubKey, ReceiptsAction: f.receiptsAction,
 		Offline: f.offline, AllowOlder: f.allowOlder, Getenv: e.getenv, Stdin: e.stdin, Stdout: e.stdout, Stderr: e.stderr, JSON: f.output == "json"}
 	var out methods.Reporter = console.NewText(e.stdout, e.stderr)

@@ -46,6 +46,14 @@ type planEvent struct {
 	Changed   bool   `json:"changed"`
 }
 
+type execEvent struct {
+	Kind     string `json:"kind"`
+	Node     string `json:"node"`
+	ExitCode int    `json:"exit_code"`
+	Stdout   string `json:"stdout"`
+	Stderr   string `json:"stderr"`
+}
+
 type summaryEvent struct {
 	Kind     string `json:"kind"`
 	Nodes    int    `json:"nodes"`
@@ -62,6 +70,9 @@ func (o *jsonOutput) Log(node, level, msg string) { o.emit(logEvent{"log", node,
 func (o *jsonOutput) Verdict(v verdict.Verdict)   { o.emit(v) }
 func (o *jsonOutput) Plan(node, conf string, changed bool) {
 	o.emit(planEvent{"plan", node, conf, changed})
+}
+func (o *jsonOutput) Exec(node string, exitCode int, stdout, stderr string) {
+	o.emit(execEvent{"exec", node, exitCode, stdout, stderr})
 }
 func (o *jsonOutput) Summary(nodes, ok, failed, exitCode int) {
 	o.emit(summaryEvent{"summary", nodes, ok, failed, exitCode, nil})

@@ -77,6 +77,9 @@ func writeVerbUsage(w io.Writer, m method.Method, verb string) {
 	if verb == "receipts" {
 		tail = " show|verify [flags]"
 	}
+	if verb == "exec" {
+		tail = " [flags] -- <command> [args...]"
+	}
 	fmt.Fprintf(w, "usage: switchyard %s %s%s\n\n%s %s: %s.\n", m.Name, verb, tail, m.Name, verb, method.VerbSummary(verb))
 	var f methodFlags
 	writeFlags(w, methodFlagSet(m, verb, &f))
