@@ -462,6 +462,12 @@ func (r *run) putBack(ctx context.Context, what string, step func(context.Contex
 //     boot counters (nixos-generation-N+3.conf, +2-1) that are no part of the entry's
 //     name; entries live on the XBOOTLDR partition (/boot) or the ESP. The entry's
 //     "options init=" is printed.
+//   - a unified kernel image (uki.nix: ukify's <name>[_<version>][+<tries>].efi under
+//     EFI/Linux on the ESP or XBOOTLDR, a systemd-boot "type #2" entry): matched by
+//     loader.conf's default like an entry file, or, with no loader.conf, the one
+//     sorted first; its init is read from the embedded command line (.cmdline,
+//     "init=<toplevel>/init ..."). Sort keys of UKIs (from their .osrel) are not read:
+//     a UKI sorts after entry files, and UKIs among themselves by name, newest first.
 //   - GRUB (install-grub.pl): the first menuentry, "NixOS - Default" (GRUB's default
 //     entry 0, boot.loader.grub.default's default), its "linux ... init=".
 //   - extlinux (extlinux-conf-builder.sh): the DEFAULT label's "APPEND init=".
@@ -469,33 +475,45 @@ func (r *run) putBack(ctx context.Context, what string, step func(context.Contex
 //     them (no boot loader, as a test VM or a nixos-container, which boot the system
 //     profile's init), the system profile's init.
 //
-// It prints nothing otherwise (a UKI, GRUB's "saved" default: not read).
+// It prints nothing otherwise (GRUB's "saved" default: not read).
 const BootEntryScript = `set -e
 root=${1:-}
 esp=
 for d in /boot /efi /boot/efi; do
 	if [ -f "$root$d/loader/loader.conf" ]; then esp=$root$d; break; fi
 done
+if [ -z "$esp" ]; then
+	for d in /boot /efi /boot/efi; do
+		for f in "$root$d/EFI/Linux"/*.efi; do
+			if [ -f "$f" ]; then esp=$root$d; break 2; fi
+		done
+	done
+fi
 if [ -n "$esp" ]; then
-	pattern=$(awk '$1 == "default" { d = $2 } END { print d }' "$esp/loader/loader.conf")
-	case $pattern in
-	"") exit 0 ;;
-	*.conf) ;;
-	*) pattern=$pattern.conf ;;
-	esac
-	entry=$(for f in "$root/boot/loader/entries"/*.conf "$esp/loader/entries"/*.conf; do
+	pattern='*'
+	if [ -f "$esp/loader/loader.conf" ]; then
+		pattern=$(awk '$1 == "default" { d = $2 } END { print d }' "$esp/loader/loader.conf")
+	fi
+	[ -n "$pattern" ] || pattern='*'
+	entry=$(for f in "$root/boot/loader/entries"/*.conf "$esp/loader/entries"/*.conf "$root/boot/EFI/Linux"/*.efi "$esp/EFI/Linux"/*.efi; do
 		[ -f "$f" ] || continue
-		id=$(basename "$f" | sed 's/+[0-9][0-9]*\(-[0-9][0-9]*\)\{0,1\}\.conf$/.conf/')
+		id=$(basename "$f" | sed 's/+[0-9][0-9]*\(-[0-9][0-9]*\)\{0,1\}\.conf$/.conf/; s/+[0-9][0-9]*\(-[0-9][0-9]*\)\{0,1\}\.efi$/.efi/')
 		case $id in
-		$pattern) ;;
+		$pattern | $pattern.conf | $pattern.efi) ;;
 		*) continue ;;
 		esac
-		key=$(awk '$1 == "sort-key" { k = $2 } END { print (k == "" ? "~" : k) }' "$f")
+		case $f in
+		*.efi) key='~' ;;
+		*) key=$(awk '$1 == "sort-key" { k = $2 } END { print (k == "" ? "~" : k) }' "$f") ;;
+		esac
 		gen=$(echo "$id" | sed -n 's/.*-generation-\([0-9][0-9]*\).*/\1/p')
-		echo "$key ${gen:-0} $f"
-	done | sort -k1,1 -k2,2nr | awk 'NR == 1 { print $3 }')
-	[ -n "$entry" ] || exit 0
-	awk '$1 == "options" { for (i = 2; i <= NF; i++) if ($i ~ /^init=/) { print substr($i, 6); exit } }' "$entry"
+		echo "$key ${gen:-0} $id $f"
+	done | sort -k1,1 -k2,2nr -k3,3r | awk 'NR == 1 { print $4 }')
+	case $entry in
+	"") exit 0 ;;
+	*.efi) LC_ALL=C tr -c '[:print:]' '\n' <"$entry" | tr ' ' '\n' | grep '^init=/nix/store/' | head -n 1 | cut -c6- ;;
+	*) awk '$1 == "options" { for (i = 2; i <= NF; i++) if ($i ~ /^init=/) { print substr($i, 6); exit } }' "$entry" ;;
+	esac
 elif [ -f "$root/boot/grub/grub.cfg" ]; then
 	awk '$1 == "menuentry" && !seen { seen = 1; in_entry = 1; next }
 		in_entry && $1 == "}" { exit }
