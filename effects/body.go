@@ -75,21 +75,29 @@ var phases = []phase{
 	{"chain", verdictOnly, false, nil, (*run).chainGate},
 	{"snapshot", bothPasses, false, nil, (*run).snapshot},
 	{"switch", deployOnly, false, func(r *run) bool { return r.unchanged || r.adopted }, (*run).doSwitch},
-	{"switch-result", deployOnly, false, unchanged, (*run).switchResult},
-	{"confirm", deployOnly, false, unchanged, (*run).confirm},
-	{"owned", bothPasses, false, nil, (*run).listOwned},
-	{"sweep", bothPasses, false, func(r *run) bool { return r.chainDown }, (*run).sweep},
-	{"settle", bothPasses, false, nil, (*run).settle},
-	{"cycle-watch", bothPasses, false, nil, (*run).cycleWatch},
-	{"loop-watch", bothPasses, false, nil, (*run).loopWatch},
-	{"classify", bothPasses, true, func(r *run) bool { return len(r.samples) == 0 }, (*run).classify},
+	{"switch-result", deployOnly, false, either(unchanged, booted), (*run).switchResult},
+	{"confirm", deployOnly, false, either(unchanged, booted), (*run).confirm},
+	{"owned", bothPasses, false, booted, (*run).listOwned},
+	{"sweep", bothPasses, false, func(r *run) bool { return r.chainDown || r.booted }, (*run).sweep},
+	{"settle", bothPasses, false, booted, (*run).settle},
+	{"cycle-watch", bothPasses, false, booted, (*run).cycleWatch},
+	{"loop-watch", bothPasses, false, booted, (*run).loopWatch},
+	{"classify", bothPasses, true, func(r *run) bool { return len(r.samples) == 0 || r.booted }, (*run).classify},
 	{"verdict", bothPasses, true, nil, (*run).judge},
 	{"report", bothPasses, true, nil, (*run).report},
-	{"finalize", deployOnly, true, func(r *run) bool { return !r.confirmed }, (*run).finalize},
+	{"finalize", deployOnly, true, func(r *run) bool { return !r.confirmed || !r.cfg.Mode.finalizes() }, (*run).finalize},
 	{"conclude", bothPasses, true, nil, (*run).conclude},
 }
 
 func unchanged(r *run) bool { return r.unchanged }
+
+// booted: apply --mode boot set the boot entry and activated nothing, so the node
+// runs what it ran before and is not judged.
+func booted(r *run) bool { return r.booted }
+
+func either(a, b func(*run) bool) func(*run) bool {
+	return func(r *run) bool { return a(r) || b(r) }
+}
 
 // PhaseNames lists the phases in order.
 func PhaseNames() []string {

@@ -25,6 +25,47 @@ type Config struct {
 	ConfirmTimeout time.Duration
 	LockWait       time.Duration
 	LockTTL        time.Duration
+	// Mode is what the deploy does with the new generation (apply --mode, as
+	// nixos-rebuild's verbs): ModeSwitch (the default, ""), ModeBoot or ModeTest.
+	Mode Mode
+}
+
+// Mode is what a deploy does with the new generation, in nixos-rebuild's terms.
+type Mode string
+
+const (
+	// ModeSwitch activates it, confirms it (SPEC 4.6), then points the system
+	// profile and the default boot entry at it (finalize).
+	ModeSwitch Mode = "switch"
+	// ModeBoot points the system profile and the default boot entry at it and
+	// activates nothing: the node runs it after its next boot, so it is not judged.
+	ModeBoot Mode = "boot"
+	// ModeTest activates and confirms it and leaves the system profile and the boot
+	// entry alone: the node's next boot runs what it ran before.
+	ModeTest Mode = "test"
+)
+
+// ParseMode reads apply's --mode; "" is ModeSwitch.
+func ParseMode(s string) (Mode, error) {
+	switch Mode(s) {
+	case "", ModeSwitch:
+		return ModeSwitch, nil
+	case ModeBoot, ModeTest:
+		return Mode(s), nil
+	}
+	return "", fmt.Errorf("%q is not switch, boot or test", s)
+}
+
+// finalizes tells whether the mode points the profile and boot entry at the new
+// generation after its confirmation ("" is ModeSwitch: a Config not read by ParseMode).
+func (m Mode) finalizes() bool { return m == "" || m == ModeSwitch }
+
+// action is switch-to-configuration's verb for the activation of the mode.
+func (m Mode) action() string {
+	if m == ModeTest {
+		return "test"
+	}
+	return "switch"
 }
 
 // Variable is one DEPLOY_* variable: its name, default, meaning and how it sets Config.

@@ -50,7 +50,8 @@ done
 // ConfirmSwitchScript is the switch's unit with confirmation on: a fixed script, its
 // inputs as arguments ($1 toplevel, $2 previous generation or "-", $3
 // DEPLOY_SWITCH_TIMEOUT in seconds, $4 DEPLOY_CONFIRM_TIMEOUT in milliseconds, $5
-// the record's directory). It bounds switch-to-configuration itself with
+// the record's directory, $6 switch-to-configuration's verb: switch, or test for
+// apply --mode test, whose rollback also leaves the system profile alone). It bounds switch-to-configuration itself with
 // timeout(1) (the unit's TimeoutStartSec= is only the backstop of the whole), and
 // writes each file of the record atomically (a temporary file renamed over it), the
 // state last, so a reader never sees half a value. The rollback is nixos-rebuild's
@@ -58,7 +59,7 @@ done
 // switch-to-configuration switch (which installs its boot entry, as
 // revert_bootloader does, and activates it). The script exits with
 // switch-to-configuration's status; the deployer reads the record.
-const ConfirmSwitchScript = `top=$1 prev=$2 bound=$3 wait=$4 dir=$5
+const ConfirmSwitchScript = `top=$1 prev=$2 bound=$3 wait=$4 dir=$5 action=${6:-switch}
 umask 022
 profile=/nix/var/nix/profiles/system
 case $prev in /nix/store/*) [ "$prev" != "$top" ] || prev= ;; *) prev= ;; esac
@@ -70,10 +71,10 @@ rollback() {
 	put reason "$1"
 	put state rolling-back
 	ok=1
-	if [ "$(readlink -f "$profile")" != "$prev" ]; then
+	if [ "$action" = switch ] && [ "$(readlink -f "$profile")" != "$prev" ]; then
 		nix-env -p "$profile" --set "$prev" || ok=0
 	fi
-	timeout -k 90 "$bound" "$prev/bin/switch-to-configuration" switch
+	timeout -k 90 "$bound" "$prev/bin/switch-to-configuration" "$action"
 	rc=$?
 	put rollback-status "$rc"
 	case $rc in 0 | 4) ;; *) ok=0 ;; esac
@@ -82,7 +83,7 @@ rollback() {
 }
 put previous "$prev"
 put state activating
-timeout -k 90 "$bound" "$top/bin/switch-to-configuration" switch &
+timeout -k 90 "$bound" "$top/bin/switch-to-configuration" "$action" &
 put pid "$!"
 wait "$!"
 status=$?
@@ -152,7 +153,7 @@ func (r *run) rollbackDeadline() time.Time {
 // TimeoutStartSec= is a backstop only: the switch, the wait, a rollback's switch and
 // their kill grace. PATH holds the previous generation's tools before the new one's
 // (nix-env, timeout, readlink on NixOS), after the node's own directories.
-func confirmSwitchArgv(unit, toplevel, previous string, switchTimeout, confirmTimeout time.Duration, transportArgs []string) []string {
+func confirmSwitchArgv(unit, toplevel, previous, action string, switchTimeout, confirmTimeout time.Duration, transportArgs []string) []string {
 	backstop := 2*switchTimeout + confirmTimeout + switchStopGrace
 	path := "/usr/sbin:/usr/bin:/sbin:/bin"
 	if previous != "" {
@@ -172,7 +173,7 @@ func confirmSwitchArgv(unit, toplevel, previous string, switchTimeout, confirmTi
 	script := strings.ReplaceAll(ConfirmSwitchScript, "$", "$$")
 	return append(argv, "--", "/bin/sh", "-c", script, "sh", toplevel, previous,
 		strconv.FormatFloat(switchTimeout.Seconds(), 'f', 3, 64),
-		strconv.FormatInt(confirmTimeout.Milliseconds(), 10), recordDir(unit))
+		strconv.FormatInt(confirmTimeout.Milliseconds(), 10), recordDir(unit), action)
 }
 
 // nodeRecord is the node's record of a switch, as the scripts print it.

@@ -186,7 +186,9 @@ func (r *run) judge(ctx context.Context) error {
 	v.Units = r.classes
 	v.PhasesMS = r.phasesMS
 	switch {
-	case r.confirmed:
+	case r.cfg.Mode == ModeTest:
+		v.BootEntry = r.bootEntry // a test activation leaves the boot entry alone
+	case r.confirmed || r.booted:
 		v.BootEntry = v.Toplevel
 	case r.revertedTo != "":
 		v.BootEntry = r.revertedTo
@@ -196,7 +198,7 @@ func (r *run) judge(ctx context.Context) error {
 		v.BootEntry = r.bootEntry
 	}
 	exit, reasons := r.exit, append([]string(nil), r.reasons...)
-	if len(r.samples) > 0 {
+	if len(r.samples) > 0 && !r.booted {
 		final := r.samples[len(r.samples)-1]
 		if final.SystemState != "" {
 			st := final.SystemState

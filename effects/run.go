@@ -48,6 +48,7 @@ type switchState struct {
 	// its boot entry and needs a reboot (exit 100).
 	confirmed     bool
 	unchanged     bool // the node already ran the toplevel: no switch
+	booted        bool // apply --mode boot set the profile and boot entry: nothing to judge
 	switched      bool // the switch ran (its result was read)
 	switchStarted bool // systemd-run answered: the switch's unit was started
 	// switchTimedOut: the switch was stopped at DEPLOY_SWITCH_TIMEOUT. Its generation
@@ -349,7 +350,7 @@ func (r *run) snapshot(ctx context.Context) error {
 	r.v.Previous = s.CurrentSystem
 	if !r.verdictOnly() && r.resume(ctx, s.CurrentSystem) {
 		// The journal decided: a killed run's switch is this run's, or finalize runs again.
-	} else if r.d.SkipUnchanged && !r.verdictOnly() && s.CurrentSystem != "" && s.CurrentSystem == r.toplevel {
+	} else if r.d.SkipUnchanged && !r.verdictOnly() && r.cfg.Mode != ModeBoot && s.CurrentSystem != "" && s.CurrentSystem == r.toplevel {
 		r.unchanged = true
 		r.v.Switch.Result = verdict.SwitchUnchanged
 		r.checkFinalized(ctx, s.BootEntry)

@@ -22,10 +22,10 @@ import (
 // only TimeoutStartSec= stops a hung activation (the unit then fails with
 // Result=timeout and its processes are killed). It comes after the transport's own
 // arguments, so DEPLOY_SWITCH_TIMEOUT is the bound whatever they say.
-func switchArgv(unit, toplevel string, timeout time.Duration, transportArgs []string) []string {
+func switchArgv(unit, toplevel, action string, timeout time.Duration, transportArgs []string) []string {
 	argv := switchUnitArgv(unit, toplevel, transportArgs)
 	argv = append(argv, "--property=TimeoutStartSec="+strconv.FormatInt(timeout.Milliseconds(), 10)+"ms")
-	return append(argv, "--", toplevel+"/bin/switch-to-configuration", "switch")
+	return append(argv, "--", toplevel+"/bin/switch-to-configuration", action)
 }
 
 // switchUnitArgv is systemd-run's start of the switch's transient unit, the
@@ -143,6 +143,9 @@ const (
 
 // 6. switch
 func (r *run) doSwitch(ctx context.Context) error {
+	if r.cfg.Mode == ModeBoot {
+		return r.bootOnly(ctx)
+	}
 	r.switchUnit = fmt.Sprintf("switchyard-switch-%d", time.Now().UnixNano())
 	// From here on the switch may run: until its result is read it is an error,
 	// never "skipped" (that is the verdict-only pass). -1: no exit status read.
@@ -170,18 +173,36 @@ func (r *run) doSwitch(ctx context.Context) error {
 	return nil
 }
 
+// bootOnly is the switch of apply --mode boot: the system profile and the default
+// boot entry point at the new generation (what finalize does after a switch), and
+// nothing is activated: the node runs it after its next boot.
+func (r *run) bootOnly(ctx context.Context) error {
+	r.journalRecord(JournalFinalize)
+	err := r.fencedStep(ctx, func(ctx context.Context) error { return r.d.Transport.FinalizeBootloader(ctx, r.toplevel) })
+	if err != nil {
+		if lost := r.lockLost(ctx, err); lost != nil {
+			return stopWith(exitcode.Infra, "%w: the system profile and boot entry were not set (%v)", lost, err)
+		}
+		return stopWith(exitcode.Infra, "setting the system profile and boot entry: %w", err)
+	}
+	r.v.Switch.Result, r.v.Switch.ExitCode = verdict.SwitchBoot, 0
+	r.booted = true
+	r.log("info", "%s: switch: the system profile and the boot entry point at %s; the node runs it after its next boot (--mode boot)", r.d.Node, r.toplevel)
+	return nil
+}
+
 // switchCommand starts the switch's unit: switch-to-configuration alone with
 // DEPLOY_CONFIRM_TIMEOUT=0, else under ConfirmSwitchScript (SPEC 4.6).
 func (r *run) switchCommand() []string {
 	extra := r.d.Transport.SwitchRuntimeMaxArgs()
 	if r.cfg.ConfirmTimeout <= 0 {
-		return switchArgv(r.switchUnit, r.toplevel, r.cfg.SwitchTimeout, extra)
+		return switchArgv(r.switchUnit, r.toplevel, r.cfg.Mode.action(), r.cfg.SwitchTimeout, extra)
 	}
 	prev := r.previous
 	if !isStorePath(prev) || prev == r.toplevel {
 		prev = "" // nothing the node could go back to
 	}
-	return confirmSwitchArgv(r.switchUnit, r.toplevel, prev, r.cfg.SwitchTimeout, r.cfg.ConfirmTimeout, extra)
+	return confirmSwitchArgv(r.switchUnit, r.toplevel, prev, r.cfg.Mode.action(), r.cfg.SwitchTimeout, r.cfg.ConfirmTimeout, extra)
 }
 
 // 7. read the switch result

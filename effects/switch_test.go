@@ -18,7 +18,7 @@ func TestSwitchArgvBoundsTheOneshot(t *testing.T) {
 		{900 * time.Second, nil, "--property=TimeoutStartSec=900000ms"},
 		{2500 * time.Millisecond, []string{"--property=TimeoutStartSec=1"}, "--property=TimeoutStartSec=2500ms"},
 	} {
-		argv := switchArgv("u", "/nix/store/x", c.timeout, c.extra)
+		argv := switchArgv("u", "/nix/store/x", "switch", c.timeout, c.extra)
 		i := strings.Index(strings.Join(argv, " "), c.want)
 		last := -1
 		for j, a := range argv {

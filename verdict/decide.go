@@ -26,6 +26,9 @@ const (
 	// SwitchHeld: a staged rollout stopped before the node; nothing on it was
 	// changed or read, and the caller's reason says where the rollout stopped.
 	SwitchHeld SwitchResult = "held"
+	// SwitchBoot: apply --mode boot set the system profile and the default boot
+	// entry and activated nothing; the node is not judged.
+	SwitchBoot SwitchResult = "boot"
 )
 
 // finding is one reason a node fails: its exit code, the reasons it adds to the

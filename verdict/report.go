@@ -129,6 +129,8 @@ func switchText(s Switch) string {
 		return "not run"
 	case SwitchSkipped, SwitchUnchanged, SwitchHeld:
 		return string(s.Result)
+	case SwitchBoot:
+		return "boot: the node runs the new generation after its next boot"
 	case SwitchRebootNeeded:
 		// The new boot entry is installed but not running: the operator must act.
 		return fmt.Sprintf("%s (exit %d): the node must reboot to run the new generation", s.Result, s.ExitCode)
