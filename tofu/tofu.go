@@ -1,19 +1,20 @@
 // Package tofu drives OpenTofu (or Terraform) for the tf methods (SPEC 7): it finds
-// the binary, generates the working directory (main.tf.json, one
-// switchyard_deployment per node; a CLI configuration installing switchyard's own
-// provider from a filesystem mirror that links to this binary) and builds the
-// environment OpenTofu runs with. Generation is pure; Prepare writes it.
+// the binary (Locate), generates the working directory (Prepare: main.tf.json, built
+// from the types of config.go, one switchyard_deployment per node; a CLI
+// configuration installing switchyard's own provider from a filesystem mirror that
+// links to this binary; the environment OpenTofu runs with, the provider's run
+// contract in it), and runs OpenTofu's verbs there through a Session, which owns
+// terraform-exec, OpenTofu's output streams and the working directory. It reads back
+// what OpenTofu gives: its -json log lines, plans and states. Generation is pure;
+// Prepare writes it. The methods keep the verbs' logic, not the driving.
 package tofu
 
 import (
-	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -555,71 +556,6 @@ func EmptyState(v string) ([]byte, error) {
 	}, "", "  ")
 }
 
-// Seed gives the backend an empty state when it holds none, so that the first
-// run's self-read (SelfRead) finds a state instead of failing. A state that exists
-// is never touched. The push takes the state lock, so a run holding it makes Seed
-// fail with ErrStateLocked.
-func (w *Workspace) Seed(ctx context.Context, tf *tfexec.Terraform, v string) error {
-	if w.Backend.Kind == "local" {
-		// Cheap case: no OpenTofu process when the state file is there.
-		if fi, err := os.Stat(w.Backend.Path); err == nil && fi.Size() > 0 {
-			return nil
-		}
-	}
-	// pg's init leaves a placeholder state without a lineage, which the self-read
-	// takes for none.
-	held := func() (bool, error) {
-		s, err := tf.StatePull(ctx)
-		if err != nil || strings.TrimSpace(s) == "" {
-			return false, err
-		}
-		var st struct{ Lineage string }
-		if err := json.Unmarshal([]byte(s), &st); err != nil {
-			return false, fmt.Errorf("state pull: %w", err)
-		}
-		return st.Lineage != "", nil
-	}
-	if ok, err := held(); err != nil || ok {
-		return err
-	}
-	empty, err := EmptyState(v)
-	if err != nil {
-		return err
-	}
-	file := filepath.Join(w.Dir, "empty.tfstate")
-	if err := writeFile(file, empty); err != nil {
-		return err
-	}
-	defer os.Remove(file)
-	if err := tf.StatePush(ctx, file); err != nil {
-		if lerr := LockError(false, err); lerr != nil {
-			return lerr
-		}
-		// Another run may have seeded it first (its lineage differs from ours).
-		if ok, _ := held(); ok {
-			return nil
-		}
-		return err
-	}
-	return nil
-}
-
-// ReadState is the backend's state as `state pull` gives it (which also prints it on
-// tf's stdout: the caller points that elsewhere). A local state is read
-// from its file, as state pull would read it (neither takes the lock), without an
-// OpenTofu process.
-func (w *Workspace) ReadState(ctx context.Context, tf *tfexec.Terraform) ([]byte, error) {
-	if w.Backend.Kind == "local" {
-		b, err := os.ReadFile(w.Backend.Path)
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, nil
-		}
-		return b, err
-	}
-	s, err := tf.StatePull(ctx)
-	return []byte(s), err
-}
-
 func writeFile(path string, b []byte) error {
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, b, 0o644); err != nil {
@@ -628,8 +564,8 @@ func writeFile(path string, b []byte) error {
 	return os.Rename(tmp, path)
 }
 
-// Terraform is terraform-exec's handle on the workspace.
-func (w *Workspace) Terraform() (*tfexec.Terraform, error) {
+// terraform is terraform-exec's handle on the workspace (Session).
+func (w *Workspace) terraform() (*tfexec.Terraform, error) {
 	tf, err := tfexec.NewTerraform(w.Dir, w.Bin)
 	if err != nil {
 		return nil, err
