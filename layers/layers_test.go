@@ -171,3 +171,64 @@ func TestLayeringRulesBite(t *testing.T) {
 		}
 	}
 }
+
+// importRule forbids the packages matching from to import a package outside the
+// module directly: what they may reach only through one of ours.
+type importRule struct {
+	from   func(pkg string) bool
+	forbid string // an import path, and its subpackages
+	why    string
+}
+
+var importRules = []importRule{
+	{from: under("methods"), forbid: "github.com/hashicorp/terraform-exec",
+		why: "the methods drive OpenTofu through tofu.Session (issue 33 item 1): its verbs and their options live there"},
+}
+
+// importViolations lists, for the direct imports of each package (paths relative
+// to the module for ours), each import rule a package breaks.
+func importViolations(imports map[string][]string) []string {
+	var out []string
+	for _, pkg := range slices.Sorted(maps.Keys(imports)) {
+		for _, r := range importRules {
+			if !r.from(pkg) {
+				continue
+			}
+			for _, imp := range imports[pkg] {
+				if within(imp, r.forbid) {
+					out = append(out, pkg+" imports "+imp+": "+r.why)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// The methods import no terraform-exec: OpenTofu's driving is tofu's.
+func TestImports(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, "go", "list", "-f", "{{.ImportPath}}\t{{join .Imports \" \"}}", module+"/...")
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("go list: %v: %s", err, stderr.String())
+	}
+	imports := map[string][]string{}
+	for _, line := range strings.Split(strings.TrimSpace(stdout.String()), "\n") {
+		pkg, all, _ := strings.Cut(line, "\t")
+		if rel, ok := strings.CutPrefix(pkg, module+"/"); ok {
+			imports[rel] = strings.Fields(all)
+		}
+	}
+	if _, ok := imports["methods"]; !ok {
+		t.Fatal("go list did not list methods")
+	}
+	for _, v := range importViolations(imports) {
+		t.Error(v)
+	}
+	bad := importViolations(map[string][]string{"methods": {"github.com/hashicorp/terraform-exec/tfexec"}, "tofu": {"github.com/hashicorp/terraform-exec/tfexec"}})
+	if len(bad) != 1 || !strings.HasPrefix(bad[0], "methods imports github.com/hashicorp/terraform-exec/tfexec:") {
+		t.Errorf("the import rule does not bite as it should: %q", bad)
+	}
+}

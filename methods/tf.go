@@ -11,14 +11,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
 
 	"github.com/hashicorp/go-version"
-	"github.com/hashicorp/terraform-exec/tfexec"
 	tfjson "github.com/hashicorp/terraform-json"
 
 	"github.com/switchyard-nix/switchyard/plan"
@@ -36,16 +34,14 @@ import (
 // refresh, run.
 type tfRun struct {
 	*fleet
-	req Request
-	ws  *tofu.Workspace
-	tf  *tfexec.Terraform
+	req     Request
+	session *tofu.Session // OpenTofu in the run's working directory
 
 	drvs   map[string]string // node to its toplevel derivation (apply, plan, run)
 	locked atomic.Bool       // OpenTofu's -json stream said the state lock was held
 
-	targets     []*tfexec.TargetOption // a subset run's -target options
-	targetAddrs []string               // and their addresses
-	before      []byte                 // the state before this run, when read to lay the nodes out
+	targets []string // a subset run's -target addresses
+	before  []byte   // the state before this run, when read to lay the nodes out
 
 	receiptKeyFile string            // the receipt key the provider signs with ("": unsigned)
 	pub            ed25519.PublicKey // receipts verify's key
@@ -180,25 +176,23 @@ func (r *tfRun) open(ctx context.Context, setup tofu.Setup) (int, error) {
 		}
 		setup.Extra["PG_CONN_STR"] = conn
 	}
-	if r.ws, err = tofu.Prepare(setup); err != nil {
+	ws, err := tofu.Prepare(setup)
+	if err != nil {
 		return ExitInfra, fmt.Errorf("OpenTofu working directory: %w", err)
 	}
-	if r.tf, err = r.ws.Terraform(); err != nil {
+	if r.session, err = ws.Session(r.humanOutput()); err != nil {
 		return ExitInfra, err
 	}
 	ver, code, err := r.version(ctx)
 	if err != nil {
 		return code, err
 	}
-	if err := r.init(ctx); err != nil {
+	if err := r.session.Init(ctx); err != nil {
 		return ExitInfra, err
 	}
 	// Every verb here plans (run may), and planning reads the configuration's own
 	// state: an empty one first, so the first run's self-read does not fail.
-	r.tf.SetStdout(io.Discard) // state pull prints the state
-	err = r.ws.Seed(ctx, r.tf, ver.String())
-	r.streams()
-	if err != nil {
+	if err := r.session.Seed(ctx, ver.String()); err != nil {
 		if lerr := lockRefusal(r.locked.Load(), err); lerr != nil {
 			return ExitRefused, lerr
 		}
@@ -209,18 +203,9 @@ func (r *tfRun) open(ctx context.Context, setup tofu.Setup) (int, error) {
 
 // version is OpenTofu's version, asked once per binary (terraform-exec would ask it
 // before its first command of every run; apply runs without it, see
-// tofu.Workspace.Run). One too old is refused when the user named the binary.
+// tofu.Session.Version). One too old is refused when the user named the binary.
 func (r *tfRun) version(ctx context.Context) (*version.Version, int, error) {
-	ver := r.ws.CachedVersion()
-	var err error
-	if ver != nil {
-		ver, err = tofu.CheckVersion(ver, nil)
-	} else {
-		v, _, verr := r.tf.Version(ctx, false)
-		if ver, err = tofu.CheckVersion(v, verr); err == nil {
-			err = r.ws.SaveVersion(ver)
-		}
-	}
+	ver, err := r.session.Version(ctx)
 	if err == nil {
 		return ver, ExitOK, nil
 	}
@@ -234,16 +219,13 @@ func (r *tfRun) version(ctx context.Context) (*version.Version, int, error) {
 // deployments are planned; the others in the state are left as they are, not
 // forgotten.
 func (r *tfRun) target(nodes []tofu.Node, tenant *tofu.Tenant) {
-	addrs := subsetAddresses(nodes, tenant, r.ws.Layout())
+	addrs := subsetAddresses(nodes, tenant, r.session.Layout())
 	if r.req.Verb == "apply" || r.req.Verb == "plan" {
 		// The groups' applied submissions change with apply; a subset destroy
 		// keeps them.
 		addrs = append(addrs, tofu.AppliedAddress)
 	}
-	for _, a := range addrs {
-		r.targetAddrs = append(r.targetAddrs, a)
-		r.targets = append(r.targets, tfexec.Target(a))
-	}
+	r.targets = addrs
 }
 
 // verb runs the verb in the prepared working directory.
@@ -254,21 +236,9 @@ func (r *tfRun) verb(ctx context.Context) (int, error) {
 	case "plan":
 		return r.plan(ctx)
 	case "destroy":
-		return r.simple(ctx, "destroy", func(w io.Writer) error {
-			opts := append(targets[tfexec.DestroyOption](r.targets), tfexec.Parallelism(r.width()))
-			if r.req.JSON {
-				return r.tf.DestroyJSON(ctx, w, opts...)
-			}
-			return r.tf.Destroy(ctx, opts...)
-		})
+		return r.simple(ctx, "destroy", r.session.Destroy)
 	case "refresh":
-		return r.simple(ctx, "refresh", func(w io.Writer) error {
-			opts := targets[tfexec.RefreshCmdOption](r.targets)
-			if r.req.JSON {
-				return r.tf.RefreshJSON(ctx, w, opts...)
-			}
-			return r.tf.Refresh(ctx, opts...)
-		})
+		return r.simple(ctx, "refresh", r.session.Refresh)
 	case "run":
 		return r.raw(ctx)
 	case "receipts":
@@ -368,7 +338,7 @@ func (r *tfRun) layout(ctx context.Context, subset bool) error {
 		if err != nil || len(own) == 0 {
 			return err
 		}
-		return r.ws.Relayout(tofu.Layout{Own: own})
+		return r.session.Relayout(tofu.Layout{Own: own})
 	}
 	plan, err := r.refreshedPlan(ctx)
 	if err != nil {
@@ -389,10 +359,7 @@ func (r *tfRun) layout(ctx context.Context, subset bool) error {
 	for _, st := range stages {
 		r.out.Log("", "info", fmt.Sprintf("rollout: %s of %d: %s", stageName(st), len(stages), strings.Join(st.Nodes, ", ")))
 	}
-	if err := r.ws.Relayout(tofu.Staged(stages)); err != nil {
-		return err
-	}
-	return r.tf.SetEnv(r.ws.Env)
+	return r.session.Relayout(tofu.Staged(stages))
 }
 
 // instancesOutsideCanary refuses a rollout whose plan changes the Incus instances
@@ -423,19 +390,17 @@ func instancesOutsideCanary(stages []rollout.Stage, instances map[string]bool) e
 // past the canary (issue 31 item 2). The plan is the operator's to see in the
 // apply; this one is not streamed.
 func (r *tfRun) refreshedPlan(ctx context.Context) (*tfjson.Plan, error) {
-	planFile := filepath.Join(r.ws.Dir, "switchyard-rollout.tfplan")
+	planFile := r.session.File("switchyard-rollout.tfplan")
 	defer os.Remove(planFile)
-	r.tf.SetStdout(io.Discard)
-	r.tf.SetStderr(io.Discard)
-	defer r.streams()
-	_, err := r.tf.Plan(ctx, tfexec.Out(planFile), tfexec.Parallelism(r.width()))
+	quiet := r.session.Silent()
+	err := quiet.Plan(ctx, tofu.PlanOptions{Out: planFile, Options: tofu.Options{Parallelism: r.width()}})
 	if lerr := lockRefusal(false, err); lerr != nil {
 		return nil, lerr
 	}
 	if err != nil {
 		return nil, fmt.Errorf("rollout: the plan its stages come from: %s", oneLine(err))
 	}
-	p, err := r.tf.ShowPlanFile(ctx, planFile)
+	p, err := quiet.ShowPlan(ctx, planFile)
 	if err != nil {
 		return nil, fmt.Errorf("rollout: tofu show of the plan its stages come from: %s", oneLine(err))
 	}
@@ -447,9 +412,7 @@ func (r *tfRun) refreshedPlan(ctx context.Context) (*tfjson.Plan, error) {
 // signed submission superseded on one of its groups (unless --allow-older) and makes
 // it the groups' current one; every other verb keeps them as they are.
 func (r *tfRun) submissions(ctx context.Context) (int, error) {
-	r.tf.SetStdout(io.Discard)
-	raw, err := r.ws.ReadState(ctx, r.tf)
-	r.streams()
+	raw, err := r.session.ReadState(ctx)
 	if err != nil {
 		return ExitInfra, fmt.Errorf("reading the state: %s", oneLine(err))
 	}
@@ -463,7 +426,7 @@ func (r *tfRun) submissions(ctx context.Context) (int, error) {
 			return ExitRefused, err
 		}
 	}
-	if err := r.ws.SetApplied(a); err != nil {
+	if err := r.session.SetApplied(a); err != nil {
 		return ExitInfra, err
 	}
 	return ExitOK, nil
@@ -494,34 +457,23 @@ func (r *tfRun) evaluateAll(ctx context.Context) (map[string]string, int) {
 	return drvs, code
 }
 
-// streams points OpenTofu's human output at stderr (text mode) or nowhere (json
-// mode, where the -json stream is turned into events instead).
-func (r *tfRun) streams() {
+// humanOutput is where OpenTofu's human output goes: stderr in text mode, nowhere
+// in json mode (where its -json stream is turned into events instead).
+func (r *tfRun) humanOutput() (stdout, stderr io.Writer) {
 	if r.req.JSON {
-		r.tf.SetStdout(io.Discard)
-		r.tf.SetStderr(io.Discard)
-		return
+		return nil, nil
 	}
-	r.tf.SetStdout(r.req.Stderr)
-	r.tf.SetStderr(r.req.Stderr)
+	return r.req.Stderr, r.req.Stderr
 }
 
-func (r *tfRun) init(ctx context.Context) error {
-	if r.ws.Initialized {
-		// Initialised for the same OpenTofu, provider, backend and CLI
-		// configuration: init would change nothing (issue 14: a no-op apply costs
-		// one OpenTofu run besides the version check).
-		return nil
+// options are OpenTofu's options of a verb over the run's targets: in json mode, its
+// -json stream to events.
+func (r *tfRun) options(events io.Writer) tofu.Options {
+	o := tofu.Options{Targets: r.targets, Parallelism: r.width()}
+	if r.req.JSON {
+		o.Events = events
 	}
-	var out strings.Builder
-	r.tf.SetStdout(&out)
-	r.tf.SetStderr(&out)
-	err := r.tf.Init(ctx, tofu.InitOptions()...)
-	r.streams()
-	if err != nil {
-		return fmt.Errorf("tofu init failed: %v: %s", err, lastLines(out.String(), 3))
-	}
-	return r.ws.MarkInitialized()
+	return o
 }
 
 // events turns OpenTofu's -json lines into switchyard log events.
@@ -546,9 +498,9 @@ func (r *tfRun) events() (io.WriteCloser, func()) {
 }
 
 // simple runs a verb whose result is OpenTofu's own (destroy, refresh).
-func (r *tfRun) simple(ctx context.Context, what string, do func(io.Writer) error) (int, error) {
+func (r *tfRun) simple(ctx context.Context, what string, do func(context.Context, tofu.Options) error) (int, error) {
 	w, wait := r.events()
-	err := do(w)
+	err := do(ctx, r.options(w))
 	wait()
 	if lerr := lockRefusal(r.locked.Load(), err); lerr != nil {
 		return ExitRefused, lerr
@@ -574,13 +526,7 @@ func (r *tfRun) apply(ctx context.Context) (int, error) {
 		before, _ = r.states(ctx)
 	}
 	w, wait := r.events()
-	var err error
-	args := tofu.ApplyArgs(r.req.JSON, r.targetAddrs, r.width())
-	if r.req.JSON {
-		err = r.ws.Run(ctx, args, w, nil)
-	} else {
-		err = r.ws.Run(ctx, args, r.req.Stderr, r.req.Stderr)
-	}
+	err := r.session.Apply(ctx, r.options(w))
 	wait()
 	if lerr := lockRefusal(r.locked.Load(), err); lerr != nil {
 		return ExitRefused, lerr
@@ -639,9 +585,7 @@ type nodeState struct {
 
 // states reads each node's recorded verdict from the state.
 func (r *tfRun) states(ctx context.Context) (map[string]nodeState, error) {
-	r.tf.SetStdout(io.Discard)
-	raw, err := r.ws.ReadState(ctx, r.tf)
-	r.streams()
+	raw, err := r.session.ReadState(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -697,19 +641,10 @@ func readStates(raw []byte, tenants bool) (map[string]nodeState, error) {
 // machine-readable plan.
 func (r *tfRun) plan(ctx context.Context) (int, error) {
 	w, wait := r.events()
-	planFile := r.ws.Dir + "/switchyard.tfplan"
-	var err error
-	opts := append(targets[tfexec.PlanOption](r.targets), tfexec.Out(planFile), tfexec.Parallelism(r.width()))
-	if r.offline {
-		// The state as recorded, without reading any resource back: no node, no
-		// Incus daemon, no DNS server is asked.
-		opts = append(opts, tfexec.Refresh(false))
-	}
-	if r.req.JSON {
-		_, err = r.tf.PlanJSON(ctx, w, opts...)
-	} else {
-		_, err = r.tf.Plan(ctx, opts...)
-	}
+	planFile := r.session.File("switchyard.tfplan")
+	// Offline: the state as recorded, without reading any resource back: no node,
+	// no Incus daemon, no DNS server is asked.
+	err := r.session.Plan(ctx, tofu.PlanOptions{Options: r.options(w), Out: planFile, NoRefresh: r.offline})
 	wait()
 	if lerr := lockRefusal(r.locked.Load(), err); lerr != nil {
 		return ExitRefused, lerr
@@ -717,9 +652,7 @@ func (r *tfRun) plan(ctx context.Context) (int, error) {
 	if err != nil {
 		return ExitInfra, fmt.Errorf("tofu plan failed: %s", oneLine(err))
 	}
-	r.tf.SetStdout(io.Discard)
-	p, err := r.tf.ShowPlanFile(ctx, planFile)
-	r.streams()
+	p, err := r.session.ShowPlan(ctx, planFile)
 	if err != nil {
 		return ExitInfra, fmt.Errorf("tofu show of the plan: %s", oneLine(err))
 	}
@@ -802,35 +735,20 @@ func (r *tfRun) heldBefore(ctx context.Context) {
 // raw is `run -- <args>`: OpenTofu with the generated configuration; its exit code
 // other than 0 is exit 3.
 func (r *tfRun) raw(ctx context.Context) (int, error) {
-	cmd := r.ws.Command(r.req.TofuArgs...)
-	cmd.Stdin = r.req.Stdin
-	cmd.Stdout, cmd.Stderr = r.req.Stdout, r.req.Stderr
+	stdout := r.req.Stdout
 	if r.req.JSON {
 		// stdout holds JSON Lines only: OpenTofu's output goes to stderr.
-		cmd.Stdout = r.req.Stderr
+		stdout = r.req.Stderr
 	}
-	err := cmd.Run()
-	var ee *exec.ExitError
+	err := r.session.Raw(ctx, r.req.TofuArgs, r.req.Stdin, stdout, r.req.Stderr)
 	code := ExitOK
-	if errors.As(err, &ee) {
-		code = ExitInfra
-		err = fmt.Errorf("tofu %s: exit %d", strings.Join(r.req.TofuArgs, " "), ee.ExitCode())
-	} else if err != nil {
+	if err != nil {
 		code = ExitInfra
 	}
 	if r.req.JSON && err == nil {
 		r.out.Summary(len(r.p.Nodes), 0, 0, code)
 	}
 	return code, err
-}
-
-// targets gives the -target options as the option type of one command.
-func targets[O any](ts []*tfexec.TargetOption) []O {
-	out := make([]O, 0, len(ts))
-	for _, t := range ts {
-		out = append(out, any(t).(O))
-	}
-	return out
 }
 
 // ErrStateLocked is a run refused because another run holds the OpenTofu state's
@@ -847,20 +765,10 @@ func lockRefusal(locked bool, err error) error {
 	return fmt.Errorf("refused: %w: %w", ErrStateLocked, ErrRefused)
 }
 
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, " ")
-}
-
 // receiptsVerb is receipts show|verify over the receipts the state holds: each
 // deployment's last (its receipt attribute); the node keeps them all.
 func (r *tfRun) receiptsVerb(ctx context.Context) (int, error) {
-	r.tf.SetStdout(io.Discard)
-	raw, err := r.ws.ReadState(ctx, r.tf)
-	r.streams()
+	raw, err := r.session.ReadState(ctx)
 	if err != nil {
 		return ExitInfra, fmt.Errorf("reading the state: %s", oneLine(err))
 	}

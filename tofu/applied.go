@@ -17,17 +17,15 @@ const (
 )
 
 // addApplied adds the resource holding applied to cfg.
-func addApplied(cfg map[string]any, applied map[string][]string) {
-	input := map[string]any{}
+func addApplied(cfg *Config, applied map[string][]string) {
+	input := map[string][]string{}
 	for g, shas := range applied {
 		input[escape(g)] = escapeAll(shas)
 	}
-	res, _ := cfg["resource"].(map[string]any)
-	if res == nil {
-		res = map[string]any{}
-		cfg["resource"] = res
+	if cfg.Resource == nil {
+		cfg.Resource = &ResourceBlocks{}
 	}
-	res[appliedType] = map[string]any{appliedName: map[string]any{"input": input}}
+	cfg.Resource.Applied = map[string]*AppliedBlock{appliedName: {Input: input}}
 }
 
 // Applied reads the groups' applied submissions from a state (as state pull gives

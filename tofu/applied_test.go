@@ -23,9 +23,11 @@ func TestApplied(t *testing.T) {
 	if got, err := Applied(nil); err != nil || len(got) != 0 {
 		t.Errorf("no state: %v, %v", got, err)
 	}
-	cfg := map[string]any{}
+	cfg := &Config{}
 	addApplied(cfg, want)
-	b, _ := json.Marshal(cfg)
+	b, _ := json.Marshal(struct {
+		Resource *ResourceBlocks `json:"resource"`
+	}{cfg.Resource})
 	if string(b) != `{"resource":{"terraform_data":{"switchyard_submissions":{"input":{"db":["cc33"],"web":["aa11","bb22"]}}}}}` {
 		t.Errorf("the resource: %s", b)
 	}

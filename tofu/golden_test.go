@@ -6,6 +6,8 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/switchyard-nix/switchyard/rollout"
@@ -86,5 +88,41 @@ func TestGoldenConfigs(t *testing.T) {
 		if !bytes.Equal(got.Bytes(), want) {
 			t.Errorf("%s: main.tf.json differs from %s; if the change is meant, record it with -update:\n%s", c.name, path, got.String())
 		}
+	}
+}
+
+// The configuration types list their fields in the order of their JSON names, as
+// encoding/json writes a map's keys: a field added out of order would reorder
+// main.tf.json against what a map-built file had (and the goldens).
+func TestConfigFieldsSorted(t *testing.T) {
+	seen := map[reflect.Type]bool{}
+	var walk func(reflect.Type)
+	walk = func(typ reflect.Type) {
+		for typ.Kind() == reflect.Pointer || typ.Kind() == reflect.Map || typ.Kind() == reflect.Slice {
+			typ = typ.Elem()
+		}
+		if typ.Kind() != reflect.Struct || seen[typ] {
+			return
+		}
+		seen[typ] = true
+		prev := ""
+		for f := range typ.Fields() {
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if name == "" {
+				continue // TTL: its own MarshalJSON
+			}
+			if name < prev {
+				t.Errorf("%s: %q after %q: list the fields in the order of their JSON names", typ.Name(), name, prev)
+			}
+			prev = name
+			walk(f.Type)
+		}
+	}
+	walk(reflect.TypeOf(Config{}))
+	for _, local := range []any{SSHNode{}, IncusNode{}} {
+		walk(reflect.TypeOf(local))
+	}
+	if len(seen) < 20 {
+		t.Errorf("walked %d types: the walk misses the configuration's", len(seen))
 	}
 }

@@ -64,40 +64,24 @@ func ownName(node string) string { return ResourceName + "_" + node }
 // between the shared block and its own without being deployed or forgotten; moving
 // a node outside a -target'ed run is refused by OpenTofu, so a subset run must be
 // laid out as the state holds its nodes.
-func (l Layout) place(cfg map[string]any, nodes []Node, subset bool) {
-	res, _ := cfg["resource"].(map[string]any)
-	blocks, _ := res[ResourceType].(map[string]any)
-	body, _ := blocks[ResourceName].(map[string]any)
-	if body == nil {
+func (l Layout) place(cfg *Config, nodes []Node, subset bool) {
+	if cfg.Resource == nil || cfg.Resource.Deployment[ResourceName] == nil {
 		return
 	}
-	var own, moved []any
-	entries := []string{}
+	blocks := cfg.Resource.Deployment
+	body := blocks[ResourceName]
+	var own, entries []string
 	for _, n := range nodes {
 		from, to := OwnAddress(n.Name), Address(n.Name)
 		if l.own(n.Name) {
 			from, to = to, from
 			own = append(own, n.Name)
-			blk := forNode(body, n.Name).(map[string]any)
-			delete(blk, "for_each")
-			var after []string
-			for _, a := range l.Steps[n.Name].After {
-				after = append(after, OwnAddress(a))
-			}
-			if len(after) > 0 {
-				blk["depends_on"] = after
-			}
-			blocks[ownName(n.Name)] = blk
-			d := OwnAddress(n.Name)
-			entries = append(entries, fmt.Sprintf("%s = {toplevel = %s.toplevel, nixos_conf = %s.nixos_conf, drv = %s.drv, ok = %s.ok}",
-				strconv.Quote(n.Name), d, d, d, d))
+			blocks[ownName(n.Name)] = l.ownBlock(*body, n.Name)
+			entries = append(entries, ownOutputEntry(n.Name))
 		}
 		if !subset {
-			moved = append(moved, map[string]any{"from": from, "to": to})
+			cfg.Moved = append(cfg.Moved, Moved{From: from, To: to})
 		}
-	}
-	if len(moved) > 0 {
-		cfg["moved"] = moved
 	}
 	if len(own) == 0 {
 		return
@@ -108,37 +92,30 @@ func (l Layout) place(cfg map[string]any, nodes []Node, subset bool) {
 		shared = "{}"
 	} else {
 		list, _ := json.Marshal(own)
-		body["for_each"] = "${{for k, v in local.nodes : k => v if !contains(" + string(list) + ", k)}}"
+		body.ForEach = "${{for k, v in local.nodes : k => v if !contains(" + string(list) + ", k)}}"
 	}
-	cfg["output"].(map[string]any)["deployments"].(map[string]any)["value"] =
-		"${merge(" + shared + ", {" + strings.Join(entries, ", ") + "})}"
+	cfg.Output["deployments"] = deploymentsOutput("${merge(" + shared + ", {" + strings.Join(entries, ", ") + "})}")
 }
 
-// forNode is a copy of a for_each block's body v for node: each.key is the node's
-// name and each.value its entry of local.nodes.
-func forNode(v any, node string) any {
-	switch v := v.(type) {
-	case string:
-		q := strconv.Quote(node)
-		return strings.ReplaceAll(strings.ReplaceAll(v, "each.value", "local.nodes["+q+"]"), "each.key", q)
-	case []string:
-		out := make([]string, len(v))
-		for i, s := range v {
-			out[i] = forNode(s, node).(string)
-		}
-		return out
-	case []any:
-		out := make([]any, len(v))
-		for i, s := range v {
-			out[i] = forNode(s, node)
-		}
-		return out
-	case map[string]any:
-		out := make(map[string]any, len(v))
-		for k, s := range v {
-			out[k] = forNode(s, node)
-		}
-		return out
+// ownBlock is node's block of its own, made from the shared block body: after the
+// nodes of the stage before it, if any.
+func (l Layout) ownBlock(body DeploymentBlock, node string) *DeploymentBlock {
+	blk := body.forNode(node)
+	for _, a := range l.Steps[node].After {
+		blk.DependsOn = append(blk.DependsOn, OwnAddress(a))
 	}
-	return v
+	return blk
+}
+
+// ownOutputEntry is node's entry of the deployments output, from its own block.
+func ownOutputEntry(node string) string {
+	d := OwnAddress(node)
+	return fmt.Sprintf("%s = {toplevel = %s.toplevel, nixos_conf = %s.nixos_conf, drv = %s.drv, ok = %s.ok}",
+		strconv.Quote(node), d, d, d, d)
+}
+
+// forNodeExpr is the expression s of a for_each block's body for one node, quoted
+// q: each.key is the node's name and each.value its entry of local.nodes.
+func forNodeExpr(s, q string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "each.value", "local.nodes["+q+"]"), "each.key", q)
 }

@@ -76,167 +76,185 @@ const (
 //	project -> instance -> deployment (defer_verdict) -> agent (join token pushed)
 //	agent -> entries -> verdict (the node's verdict)
 //	deployment -> addresses -> node A/AAAA records;  static records stand alone
-func addTenant(cfg map[string]any, nodes []Node, each map[string]any, t *Tenant) error {
+func addTenant(cfg *Config, nodes []Node, t *Tenant) error {
 	if len(nodes) == 0 {
 		// Nothing of a tenant stays without its nodes: an empty graph destroys it all.
 		return nil
 	}
-	res := cfg["resource"].(map[string]any)
-	instance := res[InstanceType].(map[string]any)[ResourceName].(map[string]any)
-	deployment := res[ResourceType].(map[string]any)[ResourceName].(map[string]any)
-	projects := map[string]any{}
-	for _, p := range t.Projects {
-		config := map[string]any{}
+	if err := addProjects(cfg, nodes, t.Projects); err != nil {
+		return err
+	}
+	cfg.Resource.Deployment[ResourceName].DeferVerdict = true
+	identity := "${\"\"}"
+	if t.Spire != nil {
+		identity = addSpire(cfg, nodes, t.Spire)
+	}
+	cfg.Resource.Verdict = map[string]*VerdictBlock{ResourceName: {
+		ForEach:       "${local.nodes}",
+		Node:          "${each.key}",
+		IncusInstance: "${" + InstanceType + "." + ResourceName + "[each.key].name}",
+		IncusProject:  "${" + InstanceType + "." + ResourceName + "[each.key].project}",
+		// A new deploy (its verdict is new) or a new identity is judged again.
+		Deployment: "${sha256(" + ResourceType + "." + ResourceName + "[each.key].verdict)}",
+		Identity:   identity,
+	}}
+	if t.DNS != nil {
+		addDNS(cfg, nodes, t.DNS)
+	}
+	return nil
+}
+
+// addProjects adds the tenant's projects, in which the nodes' instances are made.
+func addProjects(cfg *Config, nodes []Node, projects []Project) error {
+	locals := map[string]ProjectLocal{}
+	for _, p := range projects {
+		config := map[string]string{}
 		for k, v := range p.Config {
 			config[escape(k)] = escape(v)
 		}
-		projects[escape(p.Name)] = map[string]any{"description": escape(p.Description), "config": config}
+		locals[escape(p.Name)] = ProjectLocal{Description: escape(p.Description), Config: config}
 	}
 	for _, n := range nodes {
-		if _, ok := projects[escape(n.Instance.Project)]; !ok {
+		if _, ok := locals[escape(n.Instance.Project)]; !ok {
 			return fmt.Errorf("%s: project %q is not a tenant's", n.Name, n.Instance.Project)
 		}
 	}
-	cfg["locals"].(map[string]any)["projects"] = projects
-	if len(projects) > 0 {
-		res[ProjectType] = map[string]any{"tenant": map[string]any{
-			"for_each":    "${local.projects}",
-			"name":        "${each.key}",
-			"description": "${each.value.description}",
-			"config":      "${each.value.config}",
+	cfg.Locals.Projects = locals
+	if len(locals) > 0 {
+		cfg.Resource.Project = map[string]*ProjectBlock{"tenant": {
+			ForEach:     "${local.projects}",
+			Name:        "${each.key}",
+			Description: "${each.value.description}",
+			Config:      "${each.value.config}",
 		}}
 		// The instance is made in its project, after it, and deleted before it.
-		instance["project"] = "${" + ProjectType + ".tenant[each.value.project].name}"
-	}
-	deployment["defer_verdict"] = true
-
-	identity := "${\"\"}"
-	if t.Spire != nil {
-		agent := AgentType + "." + ResourceName
-		res[AgentType] = map[string]any{ResourceName: map[string]any{
-			"for_each":       "${local.nodes}",
-			"server":         escape(t.Spire.Server),
-			"trust_domain":   escape(t.Spire.TrustDomain),
-			"group":          "${each.value.group}",
-			"node":           "${each.key}",
-			"incus_instance": "${" + InstanceType + "." + ResourceName + "[each.key].name}",
-			"incus_project":  "${" + InstanceType + "." + ResourceName + "[each.key].project}",
-			// A new instance holds no token: it gets a new one. Only a new one: an
-			// instance changed in place (limits) keeps its agent and token.
-			"lifecycle": map[string]any{"replace_triggered_by": []string{InstanceType + "." + ResourceName + "[each.key].uuid"}},
-			// The identity is given to a deployed node: what waits for it there (the
-			// agent's path unit, units failing without it) is judged by the pass
-			// after registration, and a node whose deploy failed gets none.
-			"depends_on": []string{ResourceType + "." + ResourceName},
-		}}
-		entries := map[string]any{}
-		for _, n := range nodes {
-			keys := []string{}
-			for _, e := range n.Entries {
-				sel := append([]string(nil), e.Selectors...)
-				entries[escape(e.Key)] = map[string]any{"node": escape(n.Name), "entry_id": escape(e.ID),
-					"spiffe_id": escape(e.SpiffeID), "selectors": escapeAll(sel)}
-				keys = append(keys, escape(e.Key))
-			}
-			sort.Strings(keys)
-			each[escape(n.Name)].(map[string]any)["entries"] = keys
-		}
-		cfg["locals"].(map[string]any)["entries"] = entries
-		if len(entries) > 0 {
-			res[EntryType] = map[string]any{"unit": map[string]any{
-				"for_each":  "${local.entries}",
-				"server":    escape(t.Spire.Server),
-				"entry_id":  "${each.value.entry_id}",
-				"spiffe_id": "${each.value.spiffe_id}",
-				"parent_id": "${" + agent + "[each.value.node].agent_id}",
-				"selectors": "${each.value.selectors}",
-			}}
-			identity = "${join(\",\", concat([" + agent + "[each.key].agent_id], [for k in each.value.entries : " +
-				EntryType + ".unit[k].id]))}"
-		} else {
-			identity = "${" + agent + "[each.key].agent_id}"
-		}
-	}
-	res[VerdictType] = map[string]any{ResourceName: map[string]any{
-		"for_each":       "${local.nodes}",
-		"node":           "${each.key}",
-		"incus_instance": "${" + InstanceType + "." + ResourceName + "[each.key].name}",
-		"incus_project":  "${" + InstanceType + "." + ResourceName + "[each.key].project}",
-		// A new deploy (its verdict is new) or a new identity is judged again.
-		"deployment": "${sha256(" + ResourceType + "." + ResourceName + "[each.key].verdict)}",
-		"identity":   identity,
-	}}
-
-	if d := t.DNS; d != nil {
-		// Address records first, the others after them: a server may refuse a name
-		// that points at an in-zone name without an address (bind9's MX check).
-		addresses, records := map[string]any{}, map[string]any{}
-		for _, r := range d.RRsets {
-			set := records
-			if r.Type == "A" || r.Type == "AAAA" {
-				set = addresses
-			}
-			set[escape(r.Key())] = map[string]any{"name": escape(r.Name), "type": escape(r.Type),
-				"ttl": r.TTL, "records": escapeAll(r.Records)}
-		}
-		cfg["locals"].(map[string]any)["address_records"] = addresses
-		cfg["locals"].(map[string]any)["records"] = records
-		rrsets := map[string]any{}
-		for name, set := range map[string]map[string]any{"address": addresses, "record": records} {
-			if len(set) == 0 {
-				continue
-			}
-			r := map[string]any{
-				"for_each": "${local." + map[string]string{"address": "address_records", "record": "records"}[name] + "}",
-				"server":   escape(d.Server),
-				"zone":     escape(d.Zone),
-				"name":     "${each.value.name}",
-				"type":     "${each.value.type}",
-				"ttl":      "${each.value.ttl}",
-				"records":  "${each.value.records}",
-			}
-			if name == "record" {
-				var after []string
-				if len(addresses) > 0 {
-					after = append(after, RRsetType+".address")
-				}
-				if namesANode(d, nodes) {
-					// An MX, CNAME or SRV naming a node: the node's own addresses first.
-					after = append(after, RRsetType+".node_a", RRsetType+".node_aaaa")
-				}
-				if len(after) > 0 {
-					r["depends_on"] = after
-				}
-			}
-			rrsets[name] = r
-		}
-		// The addresses are read once the node is deployed (its configuration may
-		// give it addresses) and settled; a node without any fails the read rather
-		// than publishing nothing. A family it has none of is an absent RRset.
-		cfg["data"].(map[string]any)[AddressesType] = map[string]any{ResourceName: map[string]any{
-			"for_each":   "${local.nodes}",
-			"instance":   "${" + InstanceType + "." + ResourceName + "[each.key].name}",
-			"project":    "${" + InstanceType + "." + ResourceName + "[each.key].project}",
-			"depends_on": []string{ResourceType + "." + ResourceName},
-		}}
-		for name, family := range map[string]string{"node_a": "ipv4", "node_aaaa": "ipv6"} {
-			typ := "A"
-			if family == "ipv6" {
-				typ = "AAAA"
-			}
-			rrsets[name] = map[string]any{
-				"for_each": "${local.nodes}",
-				"server":   escape(d.Server),
-				"zone":     escape(d.Zone),
-				"name":     "${each.key}." + escape(d.Domain),
-				"type":     typ,
-				"ttl":      d.NodeTTL,
-				"records":  "${sort(data." + AddressesType + "." + ResourceName + "[each.key]." + family + ")}",
-			}
-		}
-		res[RRsetType] = rrsets
+		cfg.Resource.Instance[ResourceName].Project = "${" + ProjectType + ".tenant[each.value.project].name}"
 	}
 	return nil
+}
+
+// addSpire adds each node's agent and its units' registration entries, and gives
+// the identity expression the pass after registration is judged again on.
+func addSpire(cfg *Config, nodes []Node, s *Spire) (identity string) {
+	instance := InstanceType + "." + ResourceName + "[each.key]"
+	agent := AgentType + "." + ResourceName
+	cfg.Resource.Agent = map[string]*AgentBlock{ResourceName: {
+		ForEach:       "${local.nodes}",
+		Server:        escape(s.Server),
+		TrustDomain:   escape(s.TrustDomain),
+		Group:         "${each.value.group}",
+		Node:          "${each.key}",
+		IncusInstance: "${" + instance + ".name}",
+		IncusProject:  "${" + instance + ".project}",
+		// A new instance holds no token: it gets a new one. Only a new one: an
+		// instance changed in place (limits) keeps its agent and token.
+		Lifecycle: &Lifecycle{ReplaceTriggeredBy: []string{instance + ".uuid"}},
+		// The identity is given to a deployed node: what waits for it there (the
+		// agent's path unit, units failing without it) is judged by the pass
+		// after registration, and a node whose deploy failed gets none.
+		DependsOn: []string{ResourceType + "." + ResourceName},
+	}}
+	entries := entryLocals(cfg, nodes)
+	cfg.Locals.Entries = entries
+	if len(entries) == 0 {
+		return "${" + agent + "[each.key].agent_id}"
+	}
+	cfg.Resource.Entry = map[string]*EntryBlock{"unit": {
+		ForEach:   "${local.entries}",
+		Server:    escape(s.Server),
+		EntryID:   "${each.value.entry_id}",
+		SpiffeID:  "${each.value.spiffe_id}",
+		ParentID:  "${" + agent + "[each.value.node].agent_id}",
+		Selectors: "${each.value.selectors}",
+	}}
+	return "${join(\",\", concat([" + agent + "[each.key].agent_id], [for k in each.value.entries : " +
+		EntryType + ".unit[k].id]))}"
+}
+
+// entryLocals is local.entries, the nodes' registration entries by key; each node's
+// entry of local.nodes gets its entries' keys, sorted.
+func entryLocals(cfg *Config, nodes []Node) map[string]EntryLocal {
+	entries := map[string]EntryLocal{}
+	for _, n := range nodes {
+		keys := []string{}
+		for _, e := range n.Entries {
+			entries[escape(e.Key)] = EntryLocal{Node: escape(n.Name), EntryID: escape(e.ID),
+				SpiffeID: escape(e.SpiffeID), Selectors: escapeAll(e.Selectors)}
+			keys = append(keys, escape(e.Key))
+		}
+		sort.Strings(keys)
+		cfg.Locals.Nodes[escape(n.Name)].(*IncusNode).Entries = keys
+	}
+	return entries
+}
+
+// addDNS adds the tree's RRsets and each node's own A and AAAA records.
+func addDNS(cfg *Config, nodes []Node, d *DNS) {
+	// Address records first, the others after them: a server may refuse a name
+	// that points at an in-zone name without an address (bind9's MX check).
+	addresses, records := map[string]RecordLocal{}, map[string]RecordLocal{}
+	for _, r := range d.RRsets {
+		set := records
+		if r.Type == "A" || r.Type == "AAAA" {
+			set = addresses
+		}
+		set[escape(r.Key())] = RecordLocal{Name: escape(r.Name), Type: escape(r.Type), TTL: r.TTL, Records: escapeAll(r.Records)}
+	}
+	cfg.Locals.AddressRecords, cfg.Locals.Records = addresses, records
+	rrsets := map[string]*RRsetBlock{}
+	if len(addresses) > 0 {
+		rrsets["address"] = treeRRsets(d, "address_records")
+	}
+	if len(records) > 0 {
+		r := treeRRsets(d, "records")
+		if len(addresses) > 0 {
+			r.DependsOn = append(r.DependsOn, RRsetType+".address")
+		}
+		if namesANode(d, nodes) {
+			// An MX, CNAME or SRV naming a node: the node's own addresses first.
+			r.DependsOn = append(r.DependsOn, RRsetType+".node_a", RRsetType+".node_aaaa")
+		}
+		rrsets["record"] = r
+	}
+	// The addresses are read once the node is deployed (its configuration may give
+	// it addresses) and settled; a node without any fails the read rather than
+	// publishing nothing. A family it has none of is an absent RRset.
+	cfg.Data.Addresses = map[string]AddressesData{ResourceName: {
+		ForEach:   "${local.nodes}",
+		Instance:  "${" + InstanceType + "." + ResourceName + "[each.key].name}",
+		Project:   "${" + InstanceType + "." + ResourceName + "[each.key].project}",
+		DependsOn: []string{ResourceType + "." + ResourceName},
+	}}
+	rrsets["node_a"] = nodeRRsets(d, "A", "ipv4")
+	rrsets["node_aaaa"] = nodeRRsets(d, "AAAA", "ipv6")
+	cfg.Resource.RRset = rrsets
+}
+
+// treeRRsets is the block of the tree's RRsets of local.<set>.
+func treeRRsets(d *DNS, set string) *RRsetBlock {
+	return &RRsetBlock{
+		ForEach: "${local." + set + "}",
+		Server:  escape(d.Server),
+		Zone:    escape(d.Zone),
+		Name:    "${each.value.name}",
+		Type:    "${each.value.type}",
+		TTL:     TTL{Expr: "${each.value.ttl}"},
+		Records: "${each.value.records}",
+	}
+}
+
+// nodeRRsets is the block of the nodes' own records of type typ, <node>.<Domain>,
+// their addresses of family as Incus reports them.
+func nodeRRsets(d *DNS, typ, family string) *RRsetBlock {
+	return &RRsetBlock{
+		ForEach: "${local.nodes}",
+		Server:  escape(d.Server),
+		Zone:    escape(d.Zone),
+		Name:    "${each.key}." + escape(d.Domain),
+		Type:    typ,
+		TTL:     TTL{Seconds: d.NodeTTL},
+		Records: "${sort(data." + AddressesType + "." + ResourceName + "[each.key]." + family + ")}",
+	}
 }
 
 // namesANode says whether a record of the tree's other RRsets (MX, CNAME, SRV,

@@ -1,19 +1,20 @@
 // Package tofu drives OpenTofu (or Terraform) for the tf methods (SPEC 7): it finds
-// the binary, generates the working directory (main.tf.json, one
-// switchyard_deployment per node; a CLI configuration installing switchyard's own
-// provider from a filesystem mirror that links to this binary) and builds the
-// environment OpenTofu runs with. Generation is pure; Prepare writes it.
+// the binary (Locate), generates the working directory (Prepare: main.tf.json, built
+// from the types of config.go, one switchyard_deployment per node; a CLI
+// configuration installing switchyard's own provider from a filesystem mirror that
+// links to this binary; the environment OpenTofu runs with, the provider's run
+// contract in it), and runs OpenTofu's verbs there through a Session, which owns
+// terraform-exec, OpenTofu's output streams and the working directory. It reads back
+// what OpenTofu gives: its -json log lines, plans and states. Generation is pure;
+// Prepare writes it. The methods keep the verbs' logic, not the driving.
 package tofu
 
 import (
-	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -79,12 +80,14 @@ func escape(s string) string {
 	return strings.NewReplacer("${", "$${", "%{", "%%{").Replace(s)
 }
 
-func orNull[T comparable](v T) any {
+// orNull is a pointer to v, nil (null in JSON) for v's zero value: an optional
+// input left unset, which the provider gives its default.
+func orNull[T comparable](v T) *T {
 	var zero T
 	if v == zero {
 		return nil
 	}
-	return v
+	return &v
 }
 
 // SelfRead is the data source through which the configuration reads its own state
@@ -115,148 +118,180 @@ func TenantConfig(nodes []Node, b Backend, subset bool, tenant *Tenant) ([]byte,
 // 6.9), kept in the state as the input of AppliedAddress, so that every operator
 // machine sharing the state refuses a superseded submission alike.
 func LayoutConfig(nodes []Node, b Backend, subset bool, tenant *Tenant, layout Layout, applied map[string][]string) ([]byte, error) {
-	// nixos_conf covers every file of the operator tree (plan.NixosConf), so an edit
-	// for one node changes every node's. A node whose derivation is the one the last
-	// run recorded builds the same system: it keeps its recorded nixos_conf, so
-	// OpenTofu leaves it alone instead of updating every node of the fleet. Any other
-	// change (a new derivation, a failed verdict, a new host) still updates it.
-	nixosConfExpr := "${try(" + SelfRead + ".outputs.deployments[each.key].drv, \"\") == each.value.drv ? try(" +
-		SelfRead + ".outputs.deployments[each.key].nixos_conf, each.value.nixos_conf) : each.value.nixos_conf}"
-	backend := map[string]any{}
-	switch b.Kind {
-	case "", "local":
-		b.Kind = "local"
-		backend["path"] = escape(b.Path)
-	case "pg":
-		// The connection string comes from PG_CONN_STR in OpenTofu's environment:
-		// a credential, never written to a file.
-		backend["schema_name"] = "switchyard"
-	default:
-		return nil, fmt.Errorf("stateBackend %q: not local or pg", b.Kind)
+	cfg, err := layoutConfig(nodes, b, subset, tenant, layout, applied)
+	if err != nil {
+		return nil, err
 	}
-	each := map[string]any{}
-	instances := false
-	for _, n := range nodes {
-		if n.Instance != nil {
-			instances = true
-			profiles := []string{}
-			for _, p := range n.Instance.Profiles {
-				profiles = append(profiles, escape(p))
-			}
-			config := map[string]any{}
-			for k, v := range n.Instance.Config {
-				config[escape(k)] = escape(v)
-			}
-			each[escape(n.Name)] = map[string]any{
-				"nixos_conf": escape(n.NixosConf), "drv": escape(n.Drv),
-				"project": escape(n.Instance.Project), "image": escape(n.Instance.Image),
-				"profiles": profiles, "config": config, "type": orNull(escape(n.Instance.Type)),
-				"group": escape(n.Group),
-			}
-			continue
-		}
-		each[escape(n.Name)] = map[string]any{
-			"nixos_conf": escape(n.NixosConf), "drv": escape(n.Drv), "host": escape(n.Host),
-			"port": orNull(n.Port), "user": orNull(escape(n.User)), "host_key": orNull(escape(n.HostKey)),
-			"known_hosts_file": orNull(escape(n.KnownHostsFile)),
-		}
+	out, err := json.MarshalIndent(cfg, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("main.tf.json: %w", err)
 	}
-	if instances {
-		for _, n := range nodes {
-			if n.Instance == nil {
-				return nil, fmt.Errorf("%s: an SSH node among Incus nodes", n.Name)
-			}
-		}
+	return append(out, '\n'), nil
+}
+
+// layoutConfig is LayoutConfig's configuration, before it is encoded.
+func layoutConfig(nodes []Node, b Backend, subset bool, tenant *Tenant, layout Layout, applied map[string][]string) (*Config, error) {
+	kind, backend, err := backendConfig(b)
+	if err != nil {
+		return nil, err
 	}
-	cfg := map[string]any{
-		"terraform": map[string]any{
-			"required_providers": map[string]any{
-				"switchyard": map[string]any{"source": provider.Address, "version": provider.Version},
-			},
-			"backend": map[string]any{b.Kind: backend},
-		},
-		"provider": map[string]any{"switchyard": map[string]any{}},
-		"locals":   map[string]any{"nodes": each},
-		"data": map[string]any{"terraform_remote_state": map[string]any{"self": map[string]any{
-			"backend": b.Kind, "config": backend,
-		}}},
-		"output": map[string]any{"deployments": map[string]any{
-			"description": "node to its deployed toplevel, nixos_conf, derivation and verdict",
-			"value":       "${{}}",
-		}},
+	each, instances, err := nodeLocals(nodes)
+	if err != nil {
+		return nil, err
 	}
-	switch {
-	case instances:
-		// The deployment names its instance through the instance resource: it is
-		// deployed after the instance exists, and forgotten before it is deleted.
-		instance := InstanceType + "." + ResourceName + "[each.key]"
-		cfg["resource"] = map[string]any{
-			InstanceType: map[string]any{ResourceName: map[string]any{
-				"for_each": "${local.nodes}",
-				"name":     "${each.key}",
-				"project":  "${each.value.project}",
-				"image":    "${each.value.image}",
-				"profiles": "${each.value.profiles}",
-				"config":   "${each.value.config}",
-				"type":     "${each.value.type}",
-			}},
-			ResourceType: map[string]any{ResourceName: map[string]any{
-				"for_each":       "${local.nodes}",
-				"node":           "${each.key}",
-				"nixos_conf":     nixosConfExpr,
-				"drv":            "${each.value.drv}",
-				"incus_instance": "${" + instance + ".name}",
-				"incus_project":  "${" + instance + ".project}",
-				// A replaced instance is deployed again: a new instance runs
-				// nothing of the old one's. One changed in place (limits) runs
-				// what it ran: its deployment stays.
-				"lifecycle": map[string]any{"replace_triggered_by": []string{instance + ".uuid"}},
-			}},
+	cfg := baseConfig(kind, backend, each)
+	if len(nodes) > 0 {
+		cfg.Resource = &ResourceBlocks{Deployment: map[string]*DeploymentBlock{ResourceName: deploymentBlock(instances)}}
+		if instances {
+			cfg.Resource.Instance = map[string]*InstanceBlock{ResourceName: instanceBlock()}
 		}
-	case len(nodes) > 0:
-		cfg["resource"] = map[string]any{ResourceType: map[string]any{ResourceName: map[string]any{
-			"for_each":         "${local.nodes}",
-			"node":             "${each.key}",
-			"nixos_conf":       nixosConfExpr,
-			"drv":              "${each.value.drv}",
-			"host":             "${each.value.host}",
-			"port":             "${each.value.port}",
-			"user":             "${each.value.user}",
-			"host_key":         "${each.value.host_key}",
-			"known_hosts_file": "${each.value.known_hosts_file}",
-		}}}
+		cfg.Output["deployments"] = deploymentsOutput("${{for k, d in " + ResourceType + "." + ResourceName +
+			" : k => {toplevel = d.toplevel, nixos_conf = d.nixos_conf, drv = d.drv, ok = d.ok}}}")
 	}
 	if tenant != nil {
 		if !instances && len(nodes) > 0 {
 			return nil, fmt.Errorf("a tenant's nodes are Incus nodes")
 		}
-		if err := addTenant(cfg, nodes, each, tenant); err != nil {
+		if err := addTenant(cfg, nodes, tenant); err != nil {
 			return nil, err
 		}
-	}
-	if len(nodes) > 0 {
-		cfg["output"].(map[string]any)["deployments"].(map[string]any)["value"] =
-			"${{for k, d in " + ResourceType + "." + ResourceName + " : k => {toplevel = d.toplevel, nixos_conf = d.nixos_conf, drv = d.drv, ok = d.ok}}}"
-	}
-	if tenant != nil && (len(layout.Own) > 0 || len(layout.Steps) > 0) {
-		return nil, fmt.Errorf("a tenant's deployments are in one block: no staged rollout")
+		if len(layout.Own) > 0 || len(layout.Steps) > 0 {
+			return nil, fmt.Errorf("a tenant's deployments are in one block: no staged rollout")
+		}
 	}
 	layout.place(cfg, nodes, subset)
 	if applied != nil {
 		addApplied(cfg, applied)
 	}
 	if !subset {
-		leaving := "setsubtract(keys(try(" + SelfRead + ".outputs.deployments, {})), keys(local.nodes))"
-		cfg["check"] = map[string]any{"nodes_leaving": map[string]any{"assert": []any{map[string]any{
-			"condition":     "${length(" + leaving + ") == 0}",
-			"error_message": "${format(\"" + leavingWarning(instances) + ": %s\", join(\", \", sort(" + leaving + ")))}",
-		}}}}
+		cfg.Check = map[string]Check{"nodes_leaving": leavingCheck(instances)}
 	}
-	out, err := json.MarshalIndent(cfg, "", "  ")
-	if err != nil {
-		return nil, err
+	return cfg, nil
+}
+
+// backendConfig is the backend's kind and settings, for the backend block and the
+// self-read alike.
+func backendConfig(b Backend) (string, BackendConfig, error) {
+	switch b.Kind {
+	case "", "local":
+		path := escape(b.Path)
+		return "local", BackendConfig{Path: &path}, nil
+	case "pg":
+		// The connection string comes from PG_CONN_STR in OpenTofu's environment:
+		// a credential, never written to a file.
+		return "pg", BackendConfig{SchemaName: "switchyard"}, nil
 	}
-	return append(out, '\n'), nil
+	return "", BackendConfig{}, fmt.Errorf("stateBackend %q: not local or pg", b.Kind)
+}
+
+// nodeLocals is local.nodes, each node's inputs by its name, and whether the nodes
+// are Incus nodes (all of them, or none).
+func nodeLocals(nodes []Node) (map[string]NodeLocal, bool, error) {
+	each := map[string]NodeLocal{}
+	instances := false
+	for _, n := range nodes {
+		if n.Instance != nil {
+			instances = true
+			each[escape(n.Name)] = incusNodeLocal(n)
+			continue
+		}
+		each[escape(n.Name)] = &SSHNode{
+			NixosConf: escape(n.NixosConf), Drv: escape(n.Drv), Host: escape(n.Host),
+			Port: orNull(n.Port), User: orNull(escape(n.User)), HostKey: orNull(escape(n.HostKey)),
+			KnownHostsFile: orNull(escape(n.KnownHostsFile)),
+		}
+	}
+	if instances {
+		for _, n := range nodes {
+			if n.Instance == nil {
+				return nil, false, fmt.Errorf("%s: an SSH node among Incus nodes", n.Name)
+			}
+		}
+	}
+	return each, instances, nil
+}
+
+// incusNodeLocal is an Incus node's inputs (Entries are a tenant's: addTenant).
+func incusNodeLocal(n Node) *IncusNode {
+	config := map[string]string{}
+	for k, v := range n.Instance.Config {
+		config[escape(k)] = escape(v)
+	}
+	return &IncusNode{
+		NixosConf: escape(n.NixosConf), Drv: escape(n.Drv),
+		Project: escape(n.Instance.Project), Image: escape(n.Instance.Image),
+		Profiles: escapeAll(n.Instance.Profiles), Config: config, Type: orNull(escape(n.Instance.Type)),
+		Group: escape(n.Group),
+	}
+}
+
+// baseConfig is what every configuration has: the provider requirement, the
+// backend, the nodes' inputs, the self-read and the deployments output (empty
+// until there are deployments).
+func baseConfig(kind string, backend BackendConfig, each map[string]NodeLocal) *Config {
+	return &Config{
+		Terraform: Terraform{
+			RequiredProviders: map[string]ProviderRequirement{
+				"switchyard": {Source: provider.Address, Version: provider.Version},
+			},
+			Backend: map[string]BackendConfig{kind: backend},
+		},
+		Provider: map[string]struct{}{"switchyard": {}},
+		Locals:   Locals{Nodes: each},
+		Data: Data{RemoteState: map[string]RemoteState{
+			"self": {Backend: kind, Config: backend},
+		}},
+		Output: map[string]Output{"deployments": deploymentsOutput("${{}}")},
+	}
+}
+
+// deploymentsOutput is the `deployments` output with value.
+func deploymentsOutput(value string) Output {
+	return Output{Description: "node to its deployed toplevel, nixos_conf, derivation and verdict", Value: value}
+}
+
+// deploymentBlock is the shared block of the deployments, switchyard_deployment.node,
+// for_each over local.nodes: Incus nodes' (instances) or SSH nodes'.
+func deploymentBlock(instances bool) *DeploymentBlock {
+	// nixos_conf covers every file of the operator tree (plan.NixosConf), so an edit
+	// for one node changes every node's. A node whose derivation is the one the last
+	// run recorded builds the same system: it keeps its recorded nixos_conf, so
+	// OpenTofu leaves it alone instead of updating every node of the fleet. Any other
+	// change (a new derivation, a failed verdict, a new host) still updates it.
+	nixosConf := "${try(" + SelfRead + ".outputs.deployments[each.key].drv, \"\") == each.value.drv ? try(" +
+		SelfRead + ".outputs.deployments[each.key].nixos_conf, each.value.nixos_conf) : each.value.nixos_conf}"
+	d := &DeploymentBlock{ForEach: "${local.nodes}", Node: "${each.key}", NixosConf: nixosConf, Drv: "${each.value.drv}"}
+	if !instances {
+		d.Host, d.Port, d.User = "${each.value.host}", "${each.value.port}", "${each.value.user}"
+		d.HostKey, d.KnownHostsFile = "${each.value.host_key}", "${each.value.known_hosts_file}"
+		return d
+	}
+	// The deployment names its instance through the instance resource: it is
+	// deployed after the instance exists, and forgotten before it is deleted.
+	instance := InstanceType + "." + ResourceName + "[each.key]"
+	d.IncusInstance, d.IncusProject = "${"+instance+".name}", "${"+instance+".project}"
+	// A replaced instance is deployed again: a new instance runs nothing of the old
+	// one's. One changed in place (limits) runs what it ran: its deployment stays.
+	d.Lifecycle = &Lifecycle{ReplaceTriggeredBy: []string{instance + ".uuid"}}
+	return d
+}
+
+// instanceBlock is the Incus nodes' instances, switchyard_incus_instance.node.
+func instanceBlock() *InstanceBlock {
+	return &InstanceBlock{
+		ForEach: "${local.nodes}", Name: "${each.key}", Project: "${each.value.project}",
+		Image: "${each.value.image}", Profiles: "${each.value.profiles}",
+		Config: "${each.value.config}", Type: "${each.value.type}",
+	}
+}
+
+// leavingCheck warns of nodes leaving the state (leavingWarning).
+func leavingCheck(instances bool) Check {
+	leaving := "setsubtract(keys(try(" + SelfRead + ".outputs.deployments, {})), keys(local.nodes))"
+	return Check{Assert: []Assert{{
+		Condition:    "${length(" + leaving + ") == 0}",
+		ErrorMessage: "${format(\"" + leavingWarning(instances) + ": %s\", join(\", \", sort(" + leaving + ")))}",
+	}}}
 }
 
 // leavingWarning is the plan's warning of nodes that left the tree (removed, or
@@ -521,71 +556,6 @@ func EmptyState(v string) ([]byte, error) {
 	}, "", "  ")
 }
 
-// Seed gives the backend an empty state when it holds none, so that the first
-// run's self-read (SelfRead) finds a state instead of failing. A state that exists
-// is never touched. The push takes the state lock, so a run holding it makes Seed
-// fail with ErrStateLocked.
-func (w *Workspace) Seed(ctx context.Context, tf *tfexec.Terraform, v string) error {
-	if w.Backend.Kind == "local" {
-		// Cheap case: no OpenTofu process when the state file is there.
-		if fi, err := os.Stat(w.Backend.Path); err == nil && fi.Size() > 0 {
-			return nil
-		}
-	}
-	// pg's init leaves a placeholder state without a lineage, which the self-read
-	// takes for none.
-	held := func() (bool, error) {
-		s, err := tf.StatePull(ctx)
-		if err != nil || strings.TrimSpace(s) == "" {
-			return false, err
-		}
-		var st struct{ Lineage string }
-		if err := json.Unmarshal([]byte(s), &st); err != nil {
-			return false, fmt.Errorf("state pull: %w", err)
-		}
-		return st.Lineage != "", nil
-	}
-	if ok, err := held(); err != nil || ok {
-		return err
-	}
-	empty, err := EmptyState(v)
-	if err != nil {
-		return err
-	}
-	file := filepath.Join(w.Dir, "empty.tfstate")
-	if err := writeFile(file, empty); err != nil {
-		return err
-	}
-	defer os.Remove(file)
-	if err := tf.StatePush(ctx, file); err != nil {
-		if lerr := LockError(false, err); lerr != nil {
-			return lerr
-		}
-		// Another run may have seeded it first (its lineage differs from ours).
-		if ok, _ := held(); ok {
-			return nil
-		}
-		return err
-	}
-	return nil
-}
-
-// ReadState is the backend's state as `state pull` gives it (which also prints it on
-// tf's stdout: the caller points that elsewhere). A local state is read
-// from its file, as state pull would read it (neither takes the lock), without an
-// OpenTofu process.
-func (w *Workspace) ReadState(ctx context.Context, tf *tfexec.Terraform) ([]byte, error) {
-	if w.Backend.Kind == "local" {
-		b, err := os.ReadFile(w.Backend.Path)
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, nil
-		}
-		return b, err
-	}
-	s, err := tf.StatePull(ctx)
-	return []byte(s), err
-}
-
 func writeFile(path string, b []byte) error {
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, b, 0o644); err != nil {
@@ -594,8 +564,8 @@ func writeFile(path string, b []byte) error {
 	return os.Rename(tmp, path)
 }
 
-// Terraform is terraform-exec's handle on the workspace.
-func (w *Workspace) Terraform() (*tfexec.Terraform, error) {
+// terraform is terraform-exec's handle on the workspace (Session).
+func (w *Workspace) terraform() (*tfexec.Terraform, error) {
 	tf, err := tfexec.NewTerraform(w.Dir, w.Bin)
 	if err != nil {
 		return nil, err
