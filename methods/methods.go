@@ -62,8 +62,10 @@ type Request struct {
 	// AllowOlder is apply --allow-older: a signed submission that another superseded
 	// on a group is applied anyway (SPEC 6.9).
 	AllowOlder bool
-	Getenv     func(string) string
-	Stdin      io.Reader
+	// Mode is apply --mode (ssh method): switch, boot or test; "" is switch.
+	Mode   string
+	Getenv func(string) string
+	Stdin  io.Reader
 	// Stdout and Stderr take what is no event: names and schema JSON, and OpenTofu's
 	// own output (run's passthrough; every verb's in text mode).
 	Stdout, Stderr io.Writer
@@ -163,6 +165,9 @@ func Run(ctx context.Context, req Request, rep Reporter) (exit int, err error) {
 	cfg, err := effects.ConfigFromEnv(req.Getenv)
 	if err != nil {
 		return ExitRefused, err
+	}
+	if cfg.Mode, err = effects.ParseMode(req.Mode); err != nil {
+		return ExitRefused, &field.Error{Source: "--mode", Reason: err.Error()}
 	}
 	p, err := plan.Compute(d, coordinates.Environment(m.Coordinates), plan.Options{
 		StateDir: req.StateDir, Group: req.Group, Nodes: req.Nodes, On: req.On,

@@ -21,7 +21,7 @@ import (
 
 // methodFlags are the common flags of `switchyard <method> <verb>` (SPEC 2).
 type methodFlags struct {
-	tree, group, deployment, signature, output, stateDir, planIn, planOut, rollout string
+	tree, group, deployment, signature, output, stateDir, planIn, planOut, rollout, mode string
 	receiptKey, receiptPubKey, receiptsAction                                      string
 	nodes, on                                                                      multiFlag
 	parallel                                                                       int
@@ -50,6 +50,10 @@ func methodFlagSet(m method.Method, verb string, f *methodFlags) *flag.FlagSet {
 	if verb == "apply" {
 		fs.StringVar(&f.planIn, "plan", "", "deploy exactly the plan saved in `FILE`")
 		fs.BoolVar(&f.allowOlder, "allow-older", false, "apply a signed submission that a later one superseded on its groups (a roll back)")
+		if m.Runner == method.RunnerSSH {
+			fs.StringVar(&f.mode, "mode", "switch", "`MODE`, as nixos-rebuild's: switch (activate, confirm, then set the profile and boot entry), "+
+				"boot (set the profile and boot entry only: not judged), test (activate and confirm only)")
+		}
 	}
 	if verb == "apply" || verb == "run" || verb == "receipts" {
 		fs.StringVar(&f.receiptKey, "receipt-key", "", "the deployer's OpenSSH ed25519 private key `FILE` signing the receipts (default: the SWITCHYARD_RECEIPT_KEY variable; none: unsigned)")
@@ -136,7 +140,7 @@ func runMethod(m method.Method, args []string, e env) int {
 	req := methods.Request{Method: m.Name, Verb: verb, Tree: f.tree, Group: f.group, Nodes: f.nodes, On: f.on,
 		StateDir: f.stateDir, Parallel: f.parallel, Rollout: f.rollout, PlanIn: f.planIn, PlanOut: f.planOut, TofuArgs: f.tofuArgs, Argv: f.argv,
 		ReceiptKey: f.receiptKey, ReceiptPubKey: f.receiptPubKey, ReceiptsAction: f.receiptsAction,
-		Offline: f.offline, AllowOlder: f.allowOlder, Getenv: e.getenv, Stdin: e.stdin, Stdout: e.stdout, Stderr: e.stderr, JSON: f.output == "json"}
+		Offline: f.offline, AllowOlder: f.allowOlder, Mode: f.mode, Getenv: e.getenv, Stdin: e.stdin, Stdout: e.stdout, Stderr: e.stderr, JSON: f.output == "json"}
 	var out methods.Reporter = console.NewText(e.stdout, e.stderr)
 	if req.JSON {
 		out = newJSONOutput(e.stdout)

@@ -1,0 +1,101 @@
+package main_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/switchyard-nix/switchyard/testbed"
+)
+
+// Issue 34 item 2: apply --mode switch|boot|test, nixos-rebuild's meanings. boot sets
+// the system profile and the boot entry, activates nothing and judges nothing
+// (switch.result "boot"); test activates and confirms, and leaves the profile and the
+// boot entry where they were.
+func TestSSHApplyModes(t *testing.T) {
+	bed := testbed.Require(t)
+	t.Parallel()
+	nodes, tree, env := fleetTree(t, bed, []string{"web1"}, nil)
+	node := nodes["web1"]
+	// Each generation is the healthy closure tagged by the hello setting gen, which
+	// the submission picks.
+	builder := fmt.Sprintf(`{ configuration, plan }:
+(import %q { tag = "mode-${plan.node}-${(plan.applications.hello or { }).gen or "a"}"; }).healthy
+`, filepath.Join(testbed.RepoRoot(), "testbed", "closures"))
+	if err := os.WriteFile(filepath.Join(tree, "builder.nix"), []byte(builder), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	defFile := filepath.Join(tree, "deployment.json")
+	raw, err := os.ReadFile(defFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var def map[string]any
+	if err := json.Unmarshal(raw, &def); err != nil {
+		t.Fatal(err)
+	}
+	def["applications"].(map[string]any)["hello"].(map[string]any)["settings"].(map[string]any)["gen"] = "a"
+	raw, _ = json.Marshal(def)
+	if err := os.WriteFile(defFile, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	apply := func(gen string, args ...string) (run, map[string]any) {
+		sub, _ := json.Marshal(map[string]any{"deployment-method": map[string]any{"ssh": map[string]any{"sshKeyFile": node.KeyFile,
+			"applications": map[string]any{"hello": map[string]any{"enable": true, "settings": map[string]any{"gen": gen}}}}}})
+		r := switchyard(t, append([]string{"DEPLOYMENT=" + string(sub)}, env[1:]...),
+			append([]string{"ssh", "apply", "--tree", tree, "--output", "json"}, args...)...)
+		if r.code == 2 {
+			return r, nil
+		}
+		return r, r.verdict(t)
+	}
+	running := func() string { return node.Readlink(t, "/run/current-system") }
+	profile := func() string { return strings.TrimSpace(node.MustExec(t, "readlink", "-f", "/nix/var/nix/profiles/system")) }
+
+	r, v := apply("a")
+	wantCode(t, r, 0)
+	a := fmt.Sprint(v["toplevel"])
+	if running() != a || profile() != a {
+		t.Fatalf("switch: running %s, profile %s, want both %s", running(), profile(), a)
+	}
+
+	r, v = apply("b", "--mode", "boot")
+	wantCode(t, r, 0)
+	b := fmt.Sprint(v["toplevel"])
+	sw, _ := v["switch"].(map[string]any)
+	if b == a || sw["result"] != "boot" || v["ok"] != true || v["boot_entry"] != b {
+		t.Errorf("--mode boot: verdict switch %v, ok %v, boot_entry %v; want boot, ok, %s", sw, v["ok"], v["boot_entry"], b)
+	}
+	if running() != a || profile() != b {
+		t.Errorf("--mode boot: running %s (want %s, nothing activated), profile %s (want %s)", running(), a, profile(), b)
+	}
+	u, _ := v["units"].(map[string]any)
+	for class, list := range u {
+		if l, _ := list.([]any); len(l) > 0 {
+			t.Errorf("--mode boot judged units: %s %v", class, l)
+		}
+	}
+
+	r, v = apply("c", "--mode", "test")
+	wantCode(t, r, 0)
+	c := fmt.Sprint(v["toplevel"])
+	sw, _ = v["switch"].(map[string]any)
+	if sw["result"] != "ok" || v["boot_entry"] != b {
+		t.Errorf("--mode test: verdict switch %v, boot_entry %v; want ok and the boot entry left on %s", sw, v["boot_entry"], b)
+	}
+	if running() != c || profile() != b {
+		t.Errorf("--mode test: running %s (want %s), profile %s (want it left on %s)", running(), c, profile(), b)
+	}
+
+	r, _ = apply("d", "--mode", "dry")
+	wantCode(t, r, 2)
+	if !strings.Contains(r.stderr, "--mode") || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+		t.Errorf("--mode dry: refusal %q, want one line naming --mode", r.stderr)
+	}
+	if running() != c {
+		t.Errorf("a refused mode changed the node: running %s", running())
+	}
+}
