@@ -25,6 +25,8 @@ type Text struct {
 	block  *Block
 	order  []string
 	nodes  map[string]*nodeStatus
+	// statusRows are the status verb's rows, printed as one table by Summary.
+	statusRows []verdict.NodeStatus
 }
 
 // nodeStatus is one node's status line.
@@ -179,6 +181,12 @@ func (o *Text) Summary(nodes, ok, failed, exitCode int) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.releaseBlock()
+	if len(o.statusRows) > 0 {
+		var b strings.Builder
+		_ = verdict.WriteStatusTable(&b, o.statusRows)
+		o.above(o.stdout, b.String())
+		o.statusRows = nil
+	}
 	if nodes <= 1 {
 		return
 	}
@@ -191,6 +199,13 @@ func (o *Text) releaseBlock() {
 		o.block.Release()
 		o.order, o.nodes = nil, map[string]*nodeStatus{}
 	}
+}
+
+// Status keeps one node's row of the status verb: Summary prints the table.
+func (o *Text) Status(s verdict.NodeStatus) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.statusRows = append(o.statusRows, s)
 }
 
 // Exec prints one node's answer to the exec verb: each line of its stdout on stdout and

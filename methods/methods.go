@@ -63,7 +63,9 @@ type Request struct {
 	// on a group is applied anyway (SPEC 6.9).
 	AllowOlder bool
 	// Mode is apply --mode (ssh method): switch, boot or test; "" is switch.
-	Mode   string
+	Mode string
+	// Cached is status --cached: the last receipt's verdict, not a fresh one.
+	Cached bool
 	Getenv func(string) string
 	Stdin  io.Reader
 	// Stdout and Stderr take what is no event: names and schema JSON, and OpenTofu's
@@ -106,6 +108,8 @@ type Reporter interface {
 	// Exec is one node's answer to the exec verb: its command's exit status and
 	// output (bounded).
 	Exec(node string, exitCode int, stdout, stderr string)
+	// Status is one node's three truths, for the status verb.
+	Status(s verdict.NodeStatus)
 }
 
 // Run runs req's verb and returns the exit code (SPEC 2.1). err, when not nil, is
@@ -190,7 +194,7 @@ func Run(ctx context.Context, req Request, rep Reporter) (exit int, err error) {
 	if req.Verb == "apply" || req.Verb == "run" {
 		f.rec, f.prov, f.rkey = receipt.NewRecorder(rep), runProvenance(p, signer), rkey
 	}
-	if m.Runner == method.RunnerTofu && req.Verb != "verdict" && req.Verb != "exec" {
+	if m.Runner == method.RunnerTofu && req.Verb != "verdict" && req.Verb != "exec" && req.Verb != "status" {
 		return (&tfRun{fleet: f, req: req, receiptKeyFile: rkeyFile, pub: pub}).run(ctx)
 	}
 	switch req.Verb {
@@ -213,6 +217,8 @@ func Run(ctx context.Context, req Request, rep Reporter) (exit int, err error) {
 		return f.deploy(ctx, true), nil
 	case "exec":
 		return f.exec(ctx, req.Argv), nil
+	case "status":
+		return f.status(ctx, req.Cached), nil
 	case "receipts":
 		list := func(node string) ([]kept, error) { return keptReceipts(p.StateDir, node) }
 		return f.receipts(ctx, req.ReceiptsAction, pub, list, req.Stdout)

@@ -53,7 +53,9 @@ func TestSSHApplyModes(t *testing.T) {
 		return r, r.verdict(t)
 	}
 	running := func() string { return node.Readlink(t, "/run/current-system") }
-	profile := func() string { return strings.TrimSpace(node.MustExec(t, "readlink", "-f", "/nix/var/nix/profiles/system")) }
+	profile := func() string {
+		return strings.TrimSpace(node.MustExec(t, "readlink", "-f", "/nix/var/nix/profiles/system"))
+	}
 
 	r, v := apply("a")
 	wantCode(t, r, 0)

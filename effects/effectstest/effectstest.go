@@ -407,6 +407,11 @@ func (e *Events) Plan(node, nixosConf string, changed bool) {
 	e.plans[node] = changed
 }
 
+// Status is kept as a log line of the node's disagreements.
+func (e *Events) Status(s verdict.NodeStatus) {
+	e.Log(s.Node, "status", strings.Join(s.Disagreements, "; "))
+}
+
 // Exec is kept as a log line of the node's exit code.
 func (e *Events) Exec(node string, exitCode int, stdout, stderr string) {
 	e.Log(node, "exec", fmt.Sprintf("exit %d", exitCode))

@@ -33,8 +33,8 @@ const (
 
 // Verbs of the runners (SPEC 2).
 var (
-	sshVerbs  = []string{"apply", "plan", "verdict", "exec", "names", "schema", "receipts"}
-	tofuVerbs = []string{"apply", "plan", "destroy", "refresh", "run", "verdict", "exec", "names", "schema", "receipts"}
+	sshVerbs  = []string{"apply", "plan", "verdict", "status", "exec", "names", "schema", "receipts"}
+	tofuVerbs = []string{"apply", "plan", "destroy", "refresh", "run", "verdict", "status", "exec", "names", "schema", "receipts"}
 )
 
 // verbSummaries are the verbs' one-line descriptions for the usage texts (SPEC 2).
@@ -44,6 +44,8 @@ var verbSummaries = map[string]string{
 	"verdict": "judge the nodes as they run: the verdict-only pass (DEPLOY_VERDICT_ONLY=1 apply)",
 	"exec": "run the argument vector after -- on the selected nodes in parallel, over the method's transport " +
 		"(never through a shell switchyard builds); exit code the worst of the nodes'",
+	"status": "per node, what the plan expects, what the node runs (its profile, boot entry and last receipt) and whether " +
+		"it is ready (a fresh verdict-only pass, or --cached), each disagreement named; exit 1 when any node disagrees",
 	"names":   "print the tree's groups and nodes as JSON",
 	"schema":  "print what a DEPLOYMENT may set for this method, as JSON",
 	"destroy": "destroy what the state holds (tf forgets the nodes and never touches them; the Incus methods delete their instances)",

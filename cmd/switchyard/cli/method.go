@@ -22,12 +22,12 @@ import (
 // methodFlags are the common flags of `switchyard <method> <verb>` (SPEC 2).
 type methodFlags struct {
 	tree, group, deployment, signature, output, stateDir, planIn, planOut, rollout, mode string
-	receiptKey, receiptPubKey, receiptsAction                                      string
-	nodes, on                                                                      multiFlag
-	parallel                                                                       int
-	tofuArgs                                                                       []string // run -- <args>
-	argv                                                                           []string // exec -- <argv>
-	offline, allowOlder                                                            bool
+	receiptKey, receiptPubKey, receiptsAction                                            string
+	nodes, on                                                                            multiFlag
+	parallel                                                                             int
+	tofuArgs                                                                             []string // run -- <args>
+	argv                                                                                 []string // exec -- <argv>
+	offline, allowOlder, cached                                                          bool
 }
 
 // methodFlagSet declares a verb's flags into f; the usage text prints the same set.
@@ -54,6 +54,9 @@ func methodFlagSet(m method.Method, verb string, f *methodFlags) *flag.FlagSet {
 			fs.StringVar(&f.mode, "mode", "switch", "`MODE`, as nixos-rebuild's: switch (activate, confirm, then set the profile and boot entry), "+
 				"boot (set the profile and boot entry only: not judged), test (activate and confirm only)")
 		}
+	}
+	if verb == "status" {
+		fs.BoolVar(&f.cached, "cached", false, "ready: the verdict of each node's last receipt and its age, not a fresh verdict-only pass")
 	}
 	if verb == "apply" || verb == "run" || verb == "receipts" {
 		fs.StringVar(&f.receiptKey, "receipt-key", "", "the deployer's OpenSSH ed25519 private key `FILE` signing the receipts (default: the SWITCHYARD_RECEIPT_KEY variable; none: unsigned)")
@@ -140,7 +143,7 @@ func runMethod(m method.Method, args []string, e env) int {
 	req := methods.Request{Method: m.Name, Verb: verb, Tree: f.tree, Group: f.group, Nodes: f.nodes, On: f.on,
 		StateDir: f.stateDir, Parallel: f.parallel, Rollout: f.rollout, PlanIn: f.planIn, PlanOut: f.planOut, TofuArgs: f.tofuArgs, Argv: f.argv,
 		ReceiptKey: f.receiptKey, ReceiptPubKey: f.receiptPubKey, ReceiptsAction: f.receiptsAction,
-		Offline: f.offline, AllowOlder: f.allowOlder, Mode: f.mode, Getenv: e.getenv, Stdin: e.stdin, Stdout: e.stdout, Stderr: e.stderr, JSON: f.output == "json"}
+		Offline: f.offline, AllowOlder: f.allowOlder, Mode: f.mode, Cached: f.cached, Getenv: e.getenv, Stdin: e.stdin, Stdout: e.stdout, Stderr: e.stderr, JSON: f.output == "json"}
 	var out methods.Reporter = console.NewText(e.stdout, e.stderr)
 	if req.JSON {
 		out = newJSONOutput(e.stdout)

@@ -71,6 +71,7 @@ func (o *jsonOutput) Verdict(v verdict.Verdict)   { o.emit(v) }
 func (o *jsonOutput) Plan(node, conf string, changed bool) {
 	o.emit(planEvent{"plan", node, conf, changed})
 }
+func (o *jsonOutput) Status(s verdict.NodeStatus) { o.emit(s) }
 func (o *jsonOutput) Exec(node string, exitCode int, stdout, stderr string) {
 	o.emit(execEvent{"exec", node, exitCode, stdout, stderr})
 }
