@@ -77,8 +77,12 @@ func TestDeploySocketActivatedServiceChanged(t *testing.T) {
 	node := bed.Node(t)
 	good, broken := bed.Build(t, "socket-activated", "g1"), bed.Build(t, "socket-activated-broken", "g2")
 	wantCode(t, switchyard(t, nil, deployArgs(node, "--toplevel", good, "--output", "json")...), 0)
-	// A connection starts the service through its socket.
-	node.MustExec(t, "bash", "-c", "exec 3<>/dev/tcp/127.0.0.1/7777")
+	// The service runs, holding its socket's listening fd, as after a first
+	// connection. Started by hand rather than by a connection: the service never
+	// accepts, so a connection would stay queued on the socket, and a queued
+	// connection starts the service again whenever it stops while the socket still
+	// listens (as in the switch's stop): the test would race with it.
+	node.MustExec(t, "systemctl", "start", "echo.service")
 	waitActive(t, node, "echo.service")
 
 	r := switchyard(t, nil, deployArgs(node, "--toplevel", broken, "--output", "json")...)
@@ -95,11 +99,11 @@ func TestDeploySocketActivatedServiceChanged(t *testing.T) {
 	}
 	// The closure behaves as ng: the socket listens again, the service is down, and
 	// the stop came before the activation.
-	if st := node.UnitProperties(t, "echo.socket", "ActiveState")["ActiveState"]; st != "active" {
-		t.Errorf("echo.socket is %s", st)
-	}
-	if st := node.UnitProperties(t, "echo.service", "ActiveState")["ActiveState"]; st != "inactive" {
-		t.Errorf("echo.service is %s, want inactive", st)
+	socket := node.UnitProperties(t, "echo.socket", "ActiveState")["ActiveState"]
+	service := node.UnitProperties(t, "echo.service", "ActiveState")["ActiveState"]
+	if socket != "active" || service != "inactive" {
+		status, _ := node.Exec(context.Background(), "sh", "-c", "systemctl status --no-pager --full echo.socket echo.service; journalctl --no-pager -o short-precise -u echo.socket -u echo.service")
+		t.Errorf("echo.socket is %s, echo.service %s: want active and inactive\n%s", socket, service, status)
 	}
 	j := switchJournal(t, node)
 	stop := strings.LastIndex(j, "stopping the following units: echo.service, echo.socket")

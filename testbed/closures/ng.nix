@@ -75,4 +75,38 @@ in
     };
     wants."multi-user.target" = [ "hello.service" "crash-at-once.service" ];
   };
+
+  # The three together, for the verdict's recording of a switch (verdict/testdata/
+  # ng-switch): keeper.service and echo.service change with the tag; manual.service
+  # fails when started, and nothing pulls it in.
+  ng-switch = toplevel {
+    name = "ng-switch";
+    units."hello.service" = hello;
+    units."keeper.service" = service {
+      description = "switchyard test: not restarted when its definition changes";
+      exec = "${payload}/bin/serve";
+      service = ''
+        Environment=SWITCHYARD_TEST_GENERATION=${if tag == "" then "none" else tag}
+        X-RestartIfChanged=false
+      '';
+    };
+    units."echo.socket" = ''
+      [Unit]
+      Description=switchyard test: the socket of a socket-activated service
+      [Socket]
+      ListenStream=127.0.0.1:7777
+    '';
+    units."echo.service" = service {
+      description = "switchyard test: a socket-activated service";
+      exec = "${payload}/bin/serve";
+      service = "Environment=SWITCHYARD_TEST_GENERATION=${if tag == "" then "none" else tag}";
+    };
+    units."manual.service" = service {
+      description = "switchyard test: fails on purpose, started by hand only";
+      exec = "${payload}/bin/fail";
+      service = "Type=oneshot";
+    };
+    wants."multi-user.target" = [ "hello.service" "keeper.service" ];
+    wants."sockets.target" = [ "echo.socket" ];
+  };
 }
