@@ -176,6 +176,8 @@ func (r *run) classify(ctx context.Context) error {
 		LoopGrace:    r.cfg.LoopGrace,
 		SettleWindow: time.Duration(r.cfg.SettleAttempts) * r.d.poll,
 		Restarts:     r.restarts,
+		Before:       r.before,
+		Switch:       r.switchLog,
 	})
 	return nil
 }

@@ -58,6 +58,9 @@ type switchState struct {
 	switchUnit     string      // the transient unit running the switch
 	current        string      // /run/current-system as the switch's end left it ("": not read)
 	record         *nodeRecord // the node's record of the switch (SPEC 4.6); nil: none
+	// switchLog is what switch-to-configuration said it did with units, read from its
+	// unit's journal once it ended; zero when not read.
+	switchLog verdict.SwitchLog
 }
 
 // sampling is the systemd samples the gates and watches take (chain, sweep, settle,
@@ -73,6 +76,10 @@ type sampling struct {
 	lastReadErr  error           // why the last sample could not be read, if it could not
 	cycleStart   int
 	restarts     map[string][]verdict.Restart // restart history of the loop suspects (loop watch)
+	// before is the snapshot's sample, taken before the switch: the units failed then
+	// are read in full in every later sample, so the classifier can tell the ones the
+	// switch only reset from the ones that ran again.
+	before verdict.Sample
 }
 
 // judging is what owned reads and classify decides from the samples (judge.go).
@@ -180,6 +187,11 @@ func (r *run) read(ctx context.Context) (verdict.Sample, error) {
 	}
 	for _, name := range r.chainMembers {
 		full[name] = true
+	}
+	for name, u := range r.before.Units {
+		if u.ActiveState == "failed" {
+			full[name] = true
+		}
 	}
 	r.sampler.Full = full
 	return r.sampler.Read(ctx, func(ctx context.Context, argv []string, stdout io.Writer) (int, error) {
@@ -346,6 +358,7 @@ func (r *run) snapshot(ctx context.Context) error {
 		r.v.Reachable = !errors.Is(err, ErrUnreachable)
 		return stopWith(exitcode.Infra, "reading the node: %w", err)
 	}
+	r.before = s
 	r.previous, r.bootEntry = s.CurrentSystem, s.BootEntry
 	r.v.Previous = s.CurrentSystem
 	if !r.verdictOnly() && r.resume(ctx, s.CurrentSystem) {

@@ -313,21 +313,38 @@ func (r *run) recordSwitch(ctx context.Context, props map[string]string) error {
 		r.log("error", "%s: switch: switch-to-configuration did not exit (result %s, signal %s)",
 			r.d.Node, props["Result"], props["ExecMainStatus"])
 	}
-	if code != 0 {
-		// Show the operator what activation said.
-		if out, err := r.execCheck(ctx, "journalctl", "--unit", r.switchUnit, "--output", "cat", "--lines", "20", "--no-pager"); err == nil {
-			for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-				if line != "" {
-					r.log("info", "%s: switch: %s", r.d.Node, line)
-				}
-			}
-		}
-	}
+	r.readSwitchLog(ctx, code != 0)
 	if r.record != nil && !r.record.final() {
 		return nil // the unit waits for the confirmation, or rolls back: confirm unloads it
 	}
 	r.unloadSwitch(ctx, props["ActiveState"])
 	return nil
+}
+
+// switchLogLines is how many of the switch's last lines a failed switch shows.
+const switchLogLines = 20
+
+// readSwitchLog reads what switch-to-configuration said (its unit's journal) for the
+// verdict: ng names the changed units it did not restart, and the ones it stopped
+// and started. A failed switch's last lines are shown to the operator too. A journal
+// that cannot be read leaves the log empty: the verdict then judges by systemd's
+// state alone, and says so in a warning.
+func (r *run) readSwitchLog(ctx context.Context, failed bool) {
+	out, err := r.execCheck(ctx, verdict.SwitchLogArgv(r.switchUnit)...)
+	if err != nil {
+		r.log("warn", "%s: switch: reading switch-to-configuration's messages: %v", r.d.Node, err)
+		return
+	}
+	r.switchLog = verdict.ParseSwitchLog(out)
+	if !failed {
+		return
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	for _, line := range lines[max(len(lines)-switchLogLines, 0):] {
+		if line != "" {
+			r.log("info", "%s: switch: %s", r.d.Node, line)
+		}
+	}
 }
 
 // unloadSwitch removes the transient unit: it stays loaded for us (RemainAfterExit,

@@ -31,6 +31,15 @@ type Input struct {
 	// from the journal (RestartsArgv, ParseRestarts) in the loop watch, oldest first.
 	// A unit without records is judged from the samples alone.
 	Restarts map[string][]Restart
+	// Before is the sample taken before the switch (the snapshot); zero when none
+	// was. With it a unit that was failed then and has not run since (inactive with
+	// the same invocation, or unloaded) is told from one that ran again:
+	// switch-to-configuration-ng runs reset-failed before its daemon-reload, which
+	// clears the failure and runs nothing (failedRunIsLast).
+	Before Sample
+	// Switch is what switch-to-configuration said it did with units (its journal);
+	// zero when it said nothing, was not read, or did not run (the verdict-only pass).
+	Switch SwitchLog
 }
 
 // Loop is a unit in a restart loop.
@@ -86,6 +95,10 @@ type Classes struct {
 	SetAside         []string     `json:"set_aside"`
 	ConditionSkipped []string     `json:"condition_skipped"`
 	Pending          []Pending    `json:"pending"`
+	// NotRestarted are owned units whose new definition is not in effect after the
+	// switch (see Input.notRestarted). They fail nothing: NixOS leaves them so on
+	// purpose (restartIfChanged = false, socket activation), and the operator decides.
+	NotRestarted []string `json:"not_restarted"`
 }
 
 // loopBudgetVar is the Environment= assignment by which a unit sets its own budget.
@@ -101,6 +114,7 @@ func Classify(in Input) Classes {
 	c := Classes{
 		Failed: []string{}, RestartLoops: []Loop{}, Cycling: []string{},
 		SpawnFaults: []SpawnFault{}, SetAside: []string{}, ConditionSkipped: []string{},
+		NotRestarted: []string{},
 	}
 	faulted := map[string]bool{}
 	for _, name := range sortedNames(final.Units) {
@@ -112,16 +126,32 @@ func Classify(in Input) Classes {
 			faulted[name] = true
 			continue
 		}
+		failed := u.ActiveState == "failed" || in.failedRunIsLast(name, u, true)
 		switch {
-		case failedToLoad(u, owned, wanted), owned && u.ActiveState == "failed":
+		case failedToLoad(u, owned, wanted), owned && failed:
 			c.Failed = append(c.Failed, name)
-		case u.ActiveState == "failed":
+		case failed:
 			c.SetAside = append(c.SetAside, name)
 		}
 		if (owned || wanted) && conditionSkipped(u) {
 			c.ConditionSkipped = append(c.ConditionSkipped, name)
 		}
+		if owned && in.notRestarted(name, u) {
+			c.NotRestarted = append(c.NotRestarted, name)
+		}
 	}
+	for _, name := range sortedNames(in.Before.Units) {
+		if _, listed := final.Units[name]; listed || !in.failedRunIsLast(name, Unit{}, false) {
+			continue
+		}
+		if in.owns(name) {
+			c.Failed = append(c.Failed, name)
+		} else {
+			c.SetAside = append(c.SetAside, name)
+		}
+	}
+	slices.Sort(c.Failed)
+	slices.Sort(c.SetAside)
 	looping := map[string]bool{}
 	for _, name := range LoopSuspects(final) {
 		if l, ok := in.loop(name); ok {
@@ -158,6 +188,65 @@ func failedToLoad(u Unit, owned, wanted bool) bool {
 		return owned || wanted
 	case "not-found":
 		return wanted
+	}
+	return false
+}
+
+// failedRunIsLast: the unit was failed before the switch and nothing has run it
+// since it failed: the switch's reset-failed (ng runs one before its daemon-reload)
+// only cleared the state, so it is judged as the failed unit it still is. u is the
+// unit in the final sample, listed says whether that sample has it at all. Either it
+// is inactive there with the invocation it failed in (both samples must have read it
+// in full: an invocation ID not read proves nothing), or systemd no longer has it
+// loaded: once reset, a unit nothing references is unloaded, while one that ran again
+// was loaded to run and is referenced by what started it (a timer, a socket, a
+// dependency). Only a start by hand that succeeded and was unloaded again between
+// the two samples reads the same.
+func (in Input) failedRunIsLast(name string, u Unit, listed bool) bool {
+	b, ok := in.Before.Units[name]
+	if !ok || !b.Full || b.ActiveState != "failed" || b.InvocationID == "" {
+		return false
+	}
+	if !listed {
+		return true
+	}
+	return u.Full && u.ActiveState == "inactive" && u.InvocationID == b.InvocationID
+}
+
+// notRestarted: the owned unit's new definition is not in effect after the switch.
+//
+//   - It runs an invocation started before the activation while its unit file
+//     changed: systemd says so (NeedDaemonReload, when no daemon-reload followed the
+//     change), or the switch named it among the changed units it did not restart
+//     ("NOT restarting the following changed units") and it has been active since
+//     before the activation (a restart since would have put its new definition in
+//     effect).
+//   - It is a socket-activated service the switch stopped and did not start again
+//     (ng restarts the socket of a changed socket-activated service, not the
+//     service), still inactive, and its socket is active: it is judged by its socket,
+//     which is up, so it is neither failed nor pending; its new definition runs at
+//     the first connection and has not run yet.
+func (in Input) notRestarted(name string, u Unit) bool {
+	running := u.ActiveState == "active" || u.ActiveState == "activating" || u.ActiveState == "reloading"
+	switch {
+	case running && u.NeedReload:
+		return true
+	case running && slices.Contains(in.Switch.NotRestarted, name):
+		return u.ActiveEnter != 0 && in.Activated != 0 && u.ActiveEnter < in.Activated
+	case u.ActiveState == "inactive" && slices.Contains(in.Switch.Stopped, name) && !slices.Contains(in.Switch.Started, name):
+		return in.socketActive(u)
+	}
+	return false
+}
+
+// socketActive: one of the sockets that start the unit (TriggeredBy) is active in
+// the final sample.
+func (in Input) socketActive(u Unit) bool {
+	final := in.Samples[len(in.Samples)-1]
+	for _, t := range u.TriggeredBy {
+		if strings.HasSuffix(t, ".socket") && final.Units[t].ActiveState == "active" {
+			return true
+		}
 	}
 	return false
 }

@@ -63,7 +63,7 @@ func loaded(name, load string) verdict.Unit {
 func empty() verdict.Classes {
 	return verdict.Classes{Failed: []string{}, RestartLoops: []verdict.Loop{}, Cycling: []string{},
 		StaleJobs: []verdict.StaleJob{}, SpawnFaults: []verdict.SpawnFault{}, SetAside: []string{}, ConditionSkipped: []string{},
-		Pending: []verdict.Pending{}}
+		Pending: []verdict.Pending{}, NotRestarted: []string{}}
 }
 
 func TestClassify(t *testing.T) {
@@ -265,6 +265,139 @@ func TestClassify(t *testing.T) {
 			if tc.edit != nil {
 				tc.edit(&in)
 			}
+			if diff := cmp.Diff(tc.want, verdict.Classify(in)); diff != "" {
+				t.Errorf("Classify (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// inactive is a unit down with its last invocation inv kept (systemd keeps
+// InvocationID while a unit is inactive).
+func inactive(name, inv string) verdict.Unit {
+	return verdict.Unit{Name: name, LoadState: "loaded", ActiveState: "inactive", SubState: "dead", InvocationID: inv, ConditionResult: "yes", ConditionAt: 1}
+}
+
+// socketActivated is a service its socket starts.
+func socketActivated(u verdict.Unit, socket string) verdict.Unit {
+	u.TriggeredBy = []string{socket}
+	return u
+}
+
+func needsReload(u verdict.Unit) verdict.Unit {
+	u.NeedReload = true
+	return u
+}
+
+// Issue 32 item 4: what switch-to-configuration-ng leaves not in effect, and the
+// failures its reset-failed clears. The activation is at t0; the snapshot (Before) is
+// taken before it.
+func TestClassifyWhatTheSwitchLeft(t *testing.T) {
+	owned := map[string]bool{"web.service": true, "keeper.service": true, "echo.service": true, "echo.socket": true}
+	base := verdict.Input{Pass: verdict.PassDeploy, Owned: owned, Activated: t0.Unix(),
+		LoopGrace: 600 * time.Second, SettleWindow: 30 * time.Second}
+	with := func(edit func(c *verdict.Classes)) verdict.Classes {
+		c := empty()
+		edit(&c)
+		return c
+	}
+	listedOnly := func(u verdict.Unit) verdict.Unit { u.Listed, u.InvocationID = true, ""; return u }
+	echoStopped := verdict.SwitchLog{Stopped: []string{"echo.service", "echo.socket"}, Started: []string{"echo.socket"}}
+	tests := []struct {
+		name   string
+		before verdict.Sample
+		final  verdict.Sample
+		log    verdict.SwitchLog
+		want   verdict.Classes
+	}{
+		{
+			name:   "failed before the switch, reset by it, not run since: failed when owned, else set aside",
+			before: sample(-5, failed("web.service", 1, 3), failed("old-cron.service", 1, 1)),
+			final:  sample(5, inactive("web.service", "f"), inactive("old-cron.service", "f")),
+			want: with(func(c *verdict.Classes) {
+				c.Failed = []string{"web.service"}
+				c.SetAside = []string{"old-cron.service"}
+			}),
+		},
+		{
+			name:   "failed before the switch, reset and unloaded by systemd (nothing references it): failed when owned, else set aside",
+			before: sample(-5, failed("web.service", 1, 3), failed("old-cron.service", 1, 1), failed("gone.service", 1, 1)),
+			final:  sample(5, inactive("gone.service", "g")),
+			want: with(func(c *verdict.Classes) {
+				c.Failed = []string{"web.service"}
+				c.SetAside = []string{"old-cron.service"}
+			}),
+		},
+		{
+			name:   "failed before the switch and run again since: judged as it is now",
+			before: sample(-5, failed("web.service", 1, 3)),
+			final:  sample(5, inactive("web.service", "g")),
+			want:   empty(),
+		},
+		{
+			name:   "failed before the switch, but either sample did not read the invocation: not judged from it",
+			before: sample(-5, listedOnly(failed("web.service", 1, 3))),
+			final:  sample(5, inactive("web.service", "f")),
+			want:   empty(),
+		},
+		{
+			name:   "failed before, only listed after: not judged from it",
+			before: sample(-5, failed("web.service", 1, 3)),
+			final:  sample(5, listedOnly(inactive("web.service", "f"))),
+			want:   empty(),
+		},
+		{
+			name:  "named by the switch as not restarted and up since before the activation",
+			final: sample(5, upSince(active("keeper.service", "a"), -100), upSince(active("foreign.service", "b"), -100)),
+			log:   verdict.SwitchLog{NotRestarted: []string{"keeper.service", "foreign.service"}},
+			want:  with(func(c *verdict.Classes) { c.NotRestarted = []string{"keeper.service"} }),
+		},
+		{
+			name:  "named by the switch, but restarted since the activation: its new definition runs",
+			final: sample(5, upSince(active("keeper.service", "a"), 2)),
+			log:   verdict.SwitchLog{NotRestarted: []string{"keeper.service"}},
+			want:  empty(),
+		},
+		{
+			name:  "up since before the activation, not named by the switch: not restarted because unchanged",
+			final: sample(5, upSince(active("keeper.service", "a"), -100)),
+			want:  empty(),
+		},
+		{
+			name:  "NeedDaemonReload on a running owned unit, without any switch log; not on a stopped one",
+			final: sample(5, needsReload(active("keeper.service", "a")), needsReload(inactive("web.service", "w"))),
+			want:  with(func(c *verdict.Classes) { c.NotRestarted = []string{"keeper.service"} }),
+		},
+		{
+			name:  "socket-activated service stopped by the switch, not started, socket up: judged by its socket",
+			final: sample(5, socketActivated(inactive("echo.service", "e"), "echo.socket"), active("echo.socket", "s")),
+			log:   echoStopped,
+			want:  with(func(c *verdict.Classes) { c.NotRestarted = []string{"echo.service"} }),
+		},
+		{
+			name:  "socket-activated service started by a connection since: its new definition runs",
+			final: sample(5, socketActivated(active("echo.service", "e2"), "echo.socket"), active("echo.socket", "s")),
+			log:   echoStopped,
+			want:  empty(),
+		},
+		{
+			name: "socket-activated service whose socket failed: the socket is the failed unit",
+			final: sample(5, socketActivated(inactive("echo.service", "e"), "echo.socket"),
+				verdict.Unit{Name: "echo.socket", LoadState: "loaded", ActiveState: "failed", SubState: "failed", Result: "trigger-limit-hit", InvocationID: "s"}),
+			log:  echoStopped,
+			want: with(func(c *verdict.Classes) { c.Failed = []string{"echo.socket"} }),
+		},
+		{
+			name:  "a stopped service without a socket is no socket-activated service",
+			final: sample(5, inactive("web.service", "w")),
+			log:   verdict.SwitchLog{Stopped: []string{"web.service"}},
+			want:  empty(),
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			in := base
+			in.Samples, in.Before, in.Switch = []verdict.Sample{tc.final}, tc.before, tc.log
 			if diff := cmp.Diff(tc.want, verdict.Classify(in)); diff != "" {
 				t.Errorf("Classify (-want +got):\n%s", diff)
 			}

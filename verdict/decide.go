@@ -91,7 +91,8 @@ func findings(v Verdict) []finding {
 // unread reports whether any class could not be read.
 func (c Classes) unread() bool {
 	return c.Failed == nil || c.RestartLoops == nil || c.Cycling == nil || c.StaleJobs == nil ||
-		c.SpawnFaults == nil || c.SetAside == nil || c.ConditionSkipped == nil || c.Pending == nil
+		c.SpawnFaults == nil || c.SetAside == nil || c.ConditionSkipped == nil || c.Pending == nil ||
+		c.NotRestarted == nil
 }
 
 // Decide judges the node from its verdict's facts (SPEC 2.1, 4.2, 4.5): the exit

@@ -95,6 +95,7 @@ func TestWriteTextSpecExample(t *testing.T) {
   spawn faults:    <none>
   set aside:       old-cron.service
   skipped:         <none>
+  not restarted:   <none>
   strict units:    on
   result:          FAILED: 1 failed unit
 `
@@ -115,6 +116,7 @@ func TestWriteTextLines(t *testing.T) {
 	c.Pending = []verdict.Pending{{Unit: "slow.service", State: "activating/start", AgeS: 42}}
 	c.RestartLoops = []verdict.Loop{{Unit: "a.service", Restarts: 1, BudgetS: 30, OverBudget: true}}
 	c.Failed = []string{"a.service", "b.service"}
+	c.NotRestarted = []string{"keeper.service", "echo.service"}
 	v := verdict.Verdict{Node: "n", Target: "t", Pass: verdict.PassVerdictOnly, Reachable: true,
 		Switch: verdict.Switch{Result: verdict.SwitchUnchanged}, Units: c,
 		Reasons: []string{"chain gate: secret-agent.service failed"}}
@@ -131,6 +133,7 @@ func TestWriteTextLines(t *testing.T) {
 		"  stale jobs:      x.service (start job, 120s)\n",
 		"  pending:         slow.service (activating/start, 42s)\n",
 		"  spawn faults:    y.service (ExecStartPre 219/CGROUP), z.service (resources)\n",
+		"  not restarted:   keeper.service, echo.service\n",
 		"  strict units:    off\n",
 		"  result:          FAILED: restart loop over budget: a.service; chain gate: secret-agent.service failed; not settled: 1 unit still starting\n",
 	} {
@@ -167,7 +170,7 @@ func TestVerdictJSON(t *testing.T) {
 	want := `{"kind":"verdict","node":"web1","target":"ssh root@192.0.2.10:22","pass":"deploy","reachable":true,` +
 		`"toplevel":"/nix/store/new","previous":"/nix/store/old","switch":{"result":"ok","exit_code":0},"system_state":"degraded",` +
 		`"units":{"failed":["nginx.service"],"restart_loops":[{"unit":"worker.service","restarts":7,"budget_s":600,"over_budget":false,"looping_s":0}],` +
-		`"cycling":[],"stale_jobs":[],"spawn_faults":[],"set_aside":["old-cron.service"],"condition_skipped":[],"pending":[]},` +
+		`"cycling":[],"stale_jobs":[],"spawn_faults":[],"set_aside":["old-cron.service"],"condition_skipped":[],"pending":[],"not_restarted":[]},` +
 		`"strict_units":true,"boot_entry":"/nix/store/new","ok":false,"exit_code":1,"reasons":["failed unit: nginx.service"],` +
 		`"phases_ms":{"build":0,"push":812,"switch":2100}}`
 	if diff := cmp.Diff(want, string(b)); diff != "" {
@@ -180,7 +183,7 @@ func TestVerdictJSON(t *testing.T) {
 	}
 	want = `{"kind":"verdict","node":"web1","target":"","pass":"","reachable":false,"toplevel":"","previous":"",` +
 		`"switch":{"result":"","exit_code":0},"system_state":null,"units":{"failed":null,"restart_loops":null,"cycling":null,` +
-		`"stale_jobs":null,"spawn_faults":null,"set_aside":null,"condition_skipped":null,"pending":null},"strict_units":false,"boot_entry":"",` +
+		`"stale_jobs":null,"spawn_faults":null,"set_aside":null,"condition_skipped":null,"pending":null,"not_restarted":null},"strict_units":false,"boot_entry":"",` +
 		`"ok":false,"exit_code":0,"reasons":[],"phases_ms":{}}`
 	if diff := cmp.Diff(want, string(b)); diff != "" {
 		t.Errorf("JSON of an empty verdict (-want +got):\n%s", diff)

@@ -98,7 +98,31 @@ func loadRestarts(t *testing.T, name string, rec recording) map[string][]verdict
 }
 
 var recordings = []string{"healthy", "severed-bus", "failed-unit", "restart-loop", "condition-skipped", "spawn-fault", "cycling-stale",
-	"cgroup-spawn", "slow-loop", "late-loop", "pending-start"}
+	"cgroup-spawn", "slow-loop", "late-loop", "pending-start", "ng-switch"}
+
+// loadSwitch reads what a recording holds of the switch: the sample taken before it
+// and its messages; zero values when the recording has none.
+func loadSwitch(t *testing.T, name string, rec recording) (before verdict.Sample, log verdict.SwitchLog) {
+	t.Helper()
+	dir := filepath.Join("testdata", name)
+	if rec.Before != "" {
+		out, err := os.ReadFile(filepath.Join(dir, rec.Before))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if before, err = verdict.ParseSample(out, rec.Samples[0].At.Add(-time.Second)); err != nil {
+			t.Fatalf("%s/%s: %v", dir, rec.Before, err)
+		}
+	}
+	if rec.SwitchLog != "" {
+		out, err := os.ReadFile(filepath.Join(dir, rec.SwitchLog))
+		if err != nil {
+			t.Fatal(err)
+		}
+		log = verdict.ParseSwitchLog(string(out))
+	}
+	return before, log
+}
 
 // TestParseSampleGolden parses recorded samples, real output of ReadScript on
 // test-bed nodes, against their goldens: the first and the final sample of each
@@ -178,6 +202,7 @@ func TestVerdictGolden(t *testing.T) {
 		{name: "slow-loop", rec: "slow-loop", pass: verdict.PassDeploy, strict: true},
 		{name: "late-loop-verdict-only", rec: "late-loop", pass: verdict.PassVerdictOnly, strict: true},
 		{name: "pending-start", rec: "pending-start", pass: verdict.PassDeploy, strict: true},
+		{name: "ng-switch", rec: "ng-switch", pass: verdict.PassDeploy, strict: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -186,6 +211,7 @@ func TestVerdictGolden(t *testing.T) {
 				samples = samples[:tc.upTo]
 			}
 			final := samples[len(samples)-1]
+			before, switchLog := loadSwitch(t, tc.rec, rec)
 			classes := verdict.Classify(verdict.Input{
 				Pass:         tc.pass,
 				Samples:      samples,
@@ -196,6 +222,8 @@ func TestVerdictGolden(t *testing.T) {
 				LoopGrace:    600 * time.Second,
 				SettleWindow: 10 * time.Second,
 				Restarts:     loadRestarts(t, tc.rec, rec),
+				Before:       before,
+				Switch:       switchLog,
 			})
 			golden(t, filepath.Join("testdata", "golden", tc.name+".classes.json"), jsonIndent(t, classes))
 

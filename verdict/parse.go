@@ -277,6 +277,7 @@ func parseUnits(lines []string) map[string]Unit {
 			Environment:     splitEnvironment(p["Environment"]),
 			Type:            p["Type"],
 			RemainAfterExit: p["RemainAfterExit"] == "yes",
+			NeedReload:      p["NeedDaemonReload"] == "yes",
 			ExecMainPID:     atoi(p["ExecMainPID"]),
 			ExecMainStart:   timestamp(p["ExecMainStartTimestamp"]),
 			ExecMainExit:    timestamp(p["ExecMainExitTimestamp"]),

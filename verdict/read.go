@@ -52,7 +52,8 @@ import (
 //
 // ConditionTimestamp is read beyond the properties the classes are named after: a
 // unit that was never started also shows ConditionResult=no, and only a set
-// ConditionTimestamp tells a condition that was checked and failed.
+// ConditionTimestamp tells a condition that was checked and failed. NeedDaemonReload
+// tells a unit whose file changed since systemd loaded it (not restarted).
 const ReadScript = `# switchyard verdict: read one sample of the node's systemd state (fixed script)
 M='##switchyard-verdict'
 export LC_ALL=C
@@ -186,7 +187,7 @@ for sy_line in $sy_full; do
 done
 unset IFS
 if [ $# -gt 0 ]; then
-	sy_section units systemctl --no-pager show --all --timestamp=unix --property=Id,Type,RemainAfterExit,LoadState,ActiveState,SubState,Result,NRestarts,InvocationID,ExecMainPID,ExecMainCode,ExecMainStatus,ExecMainStartTimestamp,ExecMainExitTimestamp,ExecStartPre,ExecStartPost,ConditionResult,ConditionTimestamp,ActiveEnterTimestamp,ActiveExitTimestamp,InactiveEnterTimestamp,InactiveExitTimestamp,Environment,TriggeredBy,Triggers -- "$@"
+	sy_section units systemctl --no-pager show --all --timestamp=unix --property=Id,Type,RemainAfterExit,LoadState,ActiveState,SubState,Result,NRestarts,InvocationID,ExecMainPID,ExecMainCode,ExecMainStatus,ExecMainStartTimestamp,ExecMainExitTimestamp,ExecStartPre,ExecStartPost,ConditionResult,ConditionTimestamp,ActiveEnterTimestamp,ActiveExitTimestamp,InactiveEnterTimestamp,InactiveExitTimestamp,Environment,TriggeredBy,Triggers,NeedDaemonReload -- "$@"
 else
 	sy_section units true
 fi

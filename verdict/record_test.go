@@ -40,7 +40,12 @@ type recording struct {
 	// Restarts names, per unit, the file holding its restart history as the loop
 	// watch reads it (journalctl output of verdict.RestartsArgv after the last sample).
 	Restarts map[string]string `json:"restarts,omitempty"`
-	Notes    string            `json:"notes"`
+	// Before names the sample taken before the switch (the snapshot's), and SwitchLog
+	// the switch's own output (switch-to-configuration's stderr, which a deploy reads
+	// from the switch unit's journal); "" when not recorded.
+	Before    string `json:"before,omitempty"`
+	SwitchLog string `json:"switch_log,omitempty"`
+	Notes     string `json:"notes"`
 }
 
 // standIn lists units installed on the node by hand after the switch, standing in
@@ -344,4 +349,67 @@ func closureUnits(t *testing.T, top string) (owned, wanted []string) {
 	slices.Sort(owned)
 	slices.Sort(wanted)
 	return owned, slices.Compact(wanted)
+}
+
+// TestRecordNGSwitch records testdata/ng-switch/: a switch from one generation of the
+// ng-switch closure to the next, as switch-to-configuration-ng leaves a node (issue 32
+// item 4): keeper.service (restartIfChanged = false) still runs its previous
+// definition, echo.service (socket-activated, running) is stopped and only its socket
+// started again, and manual.service (failed by hand before the switch, pulled in by
+// nothing) is reset by the switch and unloaded.
+//
+//	SWITCHYARD_TESTBED=require go test ./verdict -run TestRecordNGSwitch -record
+func TestRecordNGSwitch(t *testing.T) {
+	if !*record {
+		t.Skip("re-recording testdata needs -record")
+	}
+	bed := testbed.Require(t)
+	first, top := bed.Build(t, "ng-switch", "g1"), bed.Build(t, "ng-switch", "")
+	node := bed.Node(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	node.CopyClosure(t, first)
+	if code := node.Switch(t, first, "switch"); code != 0 {
+		t.Fatalf("switch to %s: exit %d", first, code)
+	}
+	node.MustExec(t, "nix-env", "-p", "/nix/var/nix/profiles/system", "--set", first)
+	node.MustExec(t, "systemctl", "start", "echo.service")
+	_, _ = node.Exec(ctx, "systemctl", "start", "manual.service") // fails on purpose
+
+	dir := filepath.Join("testdata", "ng-switch")
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	rec := recording{Scenario: "ng-switch", Closure: "ng-switch", Toplevel: top, Previous: first, CycleStart: 1,
+		Before: "before.txt", SwitchLog: "switch.log",
+		Notes: "ng-switch closure: generation g1 switched, echo.service started (its socket's fds), manual.service started by hand (fails); the snapshot's sample (before.txt, a first cheap sample: the failed unit in full); then the switch to the next generation (its stderr: switch.log) and 3 samples 2 s apart reading the owned, wanted and failed-before units in full"}
+	rec.Owned, rec.Wanted = closureUnits(t, top)
+	before := recordSample(t, node, dir, 0, &verdict.Sampler{Full: map[string]bool{}})
+	if err := os.Rename(filepath.Join(dir, before.File), filepath.Join(dir, rec.Before)); err != nil {
+		t.Fatal(err)
+	}
+
+	node.CopyClosure(t, top)
+	out, err := node.Exec(ctx, "sh", "-c", testbed.ShellQuote(top+"/bin/switch-to-configuration")+" switch 2>&1")
+	if err != nil {
+		t.Fatalf("switch to %s: %v\n%s", top, err, out)
+	}
+	if err := os.WriteFile(filepath.Join(dir, rec.SwitchLog), []byte(out), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	node.MustExec(t, "nix-env", "-p", "/nix/var/nix/profiles/system", "--set", top)
+
+	p := &verdict.Sampler{Full: map[string]bool{"manual.service": true}}
+	for _, set := range [][]string{rec.Owned, rec.Wanted} {
+		for _, u := range set {
+			p.Full[u] = true
+		}
+	}
+	for i := range 3 {
+		if i > 0 {
+			time.Sleep(2 * time.Second)
+		}
+		rec.Samples = append(rec.Samples, recordSample(t, node, dir, i, p))
+	}
+	writeRecording(t, dir, rec)
 }

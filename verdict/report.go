@@ -81,6 +81,7 @@ func (v Verdict) WriteText(w io.Writer) error {
 	line("spawn faults", list(v.Units.SpawnFaults, spawnFaultText))
 	line("set aside", list(v.Units.SetAside, func(s string) string { return s }))
 	line("skipped", list(v.Units.ConditionSkipped, func(s string) string { return s }))
+	line("not restarted", list(v.Units.NotRestarted, func(s string) string { return s }))
 	line("strict units", map[bool]string{true: "on", false: "off"}[v.StrictUnits])
 	line("result", resultText(v))
 	_, err := io.WriteString(w, b.String())

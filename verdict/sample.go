@@ -37,11 +37,14 @@ type Unit struct {
 
 	Type            string // simple, exec, forking, oneshot, notify, ...; "" for non-services
 	RemainAfterExit bool
-	ExecMainPID     int   // the main process while it runs; 0 none
-	ExecMainStart   int64 // unix seconds the main process of the last run started; 0 never
-	ExecMainExit    int64 // unix seconds it exited; 0 not yet or never
-	InactiveEnter   int64 // unix seconds the unit last entered inactive or failed; 0 never
-	InactiveExit    int64 // unix seconds it last left inactive or failed (a start began); 0 never
+	// NeedReload is systemd's NeedDaemonReload: the unit's file changed on disk since
+	// systemd loaded it, so what it runs is not what the file now says.
+	NeedReload    bool
+	ExecMainPID   int   // the main process while it runs; 0 none
+	ExecMainStart int64 // unix seconds the main process of the last run started; 0 never
+	ExecMainExit  int64 // unix seconds it exited; 0 not yet or never
+	InactiveEnter int64 // unix seconds the unit last entered inactive or failed; 0 never
+	InactiveExit  int64 // unix seconds it last left inactive or failed (a start began); 0 never
 	// ExecStartPre and ExecStartPost are the status of each such command of the last
 	// run, in order; a command that has not run has Code "".
 	ExecStartPre  []ExecCommand

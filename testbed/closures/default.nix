@@ -109,8 +109,10 @@ let
 in
 # Closures of one area live in a file of their own (verdict.nix: unit classes;
 # switch.nix: switch-to-configuration's behaviour; owned.nix: which units a
-# configuration owns), so each area's fixtures can be read (and changed) on their own.
-area ./verdict.nix // area ./switch.nix // area ./owned.nix // area ./identity.nix // rec {
+# configuration owns; ng.nix: switch-to-configuration-ng's unit rules), so each
+# area's fixtures can be read (and changed) on their own.
+area ./verdict.nix // area ./switch.nix // area ./owned.nix // area ./identity.nix
+// import ./ng.nix { inherit toplevel service payload hello tag; } // rec {
   inherit payload;
 
   # Everything comes up.

@@ -14,10 +14,20 @@
 #     <toplevel>/init-interface-version with /run/current-system's (a missing file reads
 #     as empty here; NixOS requires the new one) and exits 100 without activating when
 #     they differ: the new entry stays installed and the node needs a reboot
-#   - "switch"/"test": point /run/current-system at the toplevel, install the closure's
-#     units under /etc/systemd/system (removing the previous generation's), daemon-reload,
-#     start the wanted units (restart the changed ones, and the units named in
-#     etc/switchyard-test/restart-units), exit 4 when one of them failed
+#   - "switch"/"test", in switch-to-configuration-ng's order and with its unit rules
+#     (testbed/closures/NG.md lists them, modelled or not): read which units are
+#     active; stop the changed ones (their old definitions) and the sockets of changed
+#     socket-activated services; point /run/current-system at the toplevel and install
+#     the closure's units under /etc/systemd/system (removing the previous
+#     generation's); reset-failed; daemon-reload; restart what is restarted rather
+#     than stopped (non-services, X-StopIfChanged=false, and the units named in
+#     etc/switchyard-test/restart-units); start the stopped units (a socket-activated
+#     service's socket, not the service) and what the active targets pull in; then
+#     exit 4 when any unit of the node is failed, or auto-restarting after a non-zero
+#     exit. A changed unit with X-RestartIfChanged=false (NixOS writes it in
+#     [Service]), RefuseManualStop= or X-OnlyManualStart= is not touched: ng's
+#     "NOT restarting the following changed units: ..." goes to stderr (the journal),
+#     as do ng's "stopping/restarting/starting the following units: ..." lines
 #   - "stage-2" (not NixOS's; run by the toplevel's init at boot, before systemd): point
 #     /run/booted-system and /run/current-system at the toplevel and install its units,
 #     with no systemctl (systemd is not running yet; it starts the wanted units itself)
@@ -136,7 +146,7 @@ install_bootloader() {
 
 # install_units installs this generation's units under /etc/systemd/system and removes
 # what the previous generation installed and this one lacks. With "live", systemd is
-# running: stop removed units; sets $changed (units whose file changed) and $wanted.
+# running: stop removed units.
 install_units() {
 	live=$1
 	mkdir -p "$state"
@@ -153,8 +163,6 @@ install_units() {
 	fi
 
 	: >"$state/installed.new"
-	changed=""
-	wanted=""
 	for f in "$top"/etc/systemd/system/*; do
 		[ -e "$f" ] || continue
 		name=$(basename "$f")
@@ -165,11 +173,9 @@ install_units() {
 				unit=$(basename "$w")
 				ln -sfn "$units_dir/$unit" "$units_dir/$name/$unit"
 				echo "$name/$unit" >>"$state/installed.new"
-				case " $wanted " in *" $unit "*) ;; *) wanted="$wanted $unit" ;; esac
 			done
 		else
 			if [ "$(readlink "$units_dir/$name" 2>/dev/null)" != "$f" ]; then
-				[ -e "$units_dir/$name" ] && changed="$changed $name"
 				ln -sfn "$f" "$units_dir/$name"
 			fi
 			echo "$name" >>"$state/installed.new"
@@ -183,7 +189,7 @@ install_units() {
 # (local-fs.target) and unmounts the ones that disappeared. Here /etc/fstab becomes the
 # node's own entries (saved on the first switch) followed by the toplevel's, the mounts
 # the previous generation had and this one lacks are stopped, and the new mounts (not
-# noauto; no swaps: systemd ignores them in a container) join $wanted, so they are
+# noauto; no swaps: systemd ignores them in a container) join $mounts, so they are
 # started after the daemon-reload and a failed one makes the switch exit 4. The mount
 # units are started one by one, not through local-fs.target: Debian's has
 # OnFailure=emergency.target, which would take the test node down.
@@ -200,8 +206,150 @@ install_fstab() {
 	{ cat "$state/fstab.node" && { [ ! -f "$top/etc/fstab" ] || cat "$top/etc/fstab"; }; } >/etc/fstab.switchyard-test &&
 		mv -f /etc/fstab.switchyard-test /etc/fstab || return 1
 	for where in $new; do
-		wanted="$wanted $(systemd-escape --path --suffix=mount -- "$where")"
+		mounts="$mounts $(systemd-escape --path --suffix=mount -- "$where")"
 	done
+}
+
+# add LIST UNIT prints the space-separated LIST with UNIT appended, once.
+add() {
+	case " $1 " in
+	*" $2 "*) printf '%s\n' "$1" ;;
+	*) printf '%s\n' "${1:+$1 }$2" ;;
+	esac
+}
+
+# has LIST UNIT: UNIT is in the space-separated LIST (the lists here are built with
+# add, or printed by awk as one line).
+has() {
+	case " $1 " in *" $2 "*) return 0 ;; esac
+	return 1
+}
+
+# display LIST prints the units as ng's messages name them: sorted without regard to
+# case, comma-separated.
+display() {
+	printf '%s\n' $1 | sort -f | sed -n 'H; ${x; s/^\n//; s/\n/, /g; p;}'
+}
+
+# unit_values FILE SECTION KEY prints the values KEY has in SECTION of a unit file, as
+# ng reads them: every assignment adds one, an empty assignment clears the ones before.
+# Drop-ins are not read (no test closure has any).
+unit_values() {
+	awk -v sec="$2" -v key="$3" '
+		/^[ \t]*\[.*\][ \t]*$/ { cur = $0; gsub(/^[ \t]*\[|\][ \t]*$/, "", cur); next }
+		cur == sec && index($0, "=") {
+			k = substr($0, 1, index($0, "=") - 1); v = substr($0, index($0, "=") + 1)
+			gsub(/^[ \t]+|[ \t]+$/, "", k); gsub(/^[ \t]+|[ \t]+$/, "", v)
+			if (k != key) next
+			if (v == "") vals = ""; else vals = vals (vals == "" ? "" : " ") v
+		}
+		END { print vals }' "$1"
+}
+
+# unit_bool FILE SECTION KEY DEFAULT: ng's parse_systemd_bool, the last value is
+# 1, yes, true or on; DEFAULT (true or false) when the key is not set.
+unit_bool() {
+	v=$(unit_values "$1" "$2" "$3")
+	[ -z "$v" ] && { [ "$4" = true ]; return; }
+	case ${v##* } in 1 | yes | true | on) return 0 ;; esac
+	return 1
+}
+
+# plan_units decides, before anything is activated, what ng's handle_modified_unit
+# does with each unit that is active now and whose file the new generation changes
+# (compared by content: every generation has its own copy of a file): sets $stop
+# (stopped before the activation), $start (started after it), $restart and $skip (not
+# restarted). A changed unit that is not active is left to what pulls it in.
+plan_units() {
+	stop="" start="" restart="" skip=""
+	running=$(systemctl list-units --all --plain --no-legend --full | awk '$3 == "active" || $3 == "activating" { printf "%s ", $1 }')
+	present=$(systemctl list-units --all --plain --no-legend --full | awk '$3 != "inactive" { printf "%s ", $1 }')
+	for f in "$top"/etc/systemd/system/*; do
+		[ -f "$f" ] || continue
+		unit=$(basename "$f")
+		old=$units_dir/$unit
+		[ -e "$old" ] && has "$running" "$unit" || continue
+		cmp -s "$old" "$f" && continue
+		case $unit in
+		*.target | *.slice | *.socket) ;;
+		*.mount) restart=$(add "$restart" "$unit") ;;
+		*)
+			if ! unit_bool "$f" Service X-RestartIfChanged true ||
+				unit_bool "$f" Unit RefuseManualStop false || unit_bool "$f" Unit X-OnlyManualStart false; then
+				skip=$(add "$skip" "$unit")
+			elif ! unit_bool "$f" Service X-StopIfChanged true || [ "${unit%.service}" = "$unit" ]; then
+				restart=$(add "$restart" "$unit")
+			else
+				plan_service "$f" "$unit"
+			fi
+			;;
+		esac
+	done
+}
+
+# plan_service: a changed service is stopped now and started after the activation;
+# when it is socket-activated (a socket of its Sockets=, or its own name's, is
+# present), its sockets are stopped too and started again, and the service is not:
+# the next connection starts it.
+plan_service() {
+	stop=$(add "$stop" "$2")
+	sockets=$(unit_values "$1" Service Sockets)
+	[ -n "$sockets" ] || sockets=${2%.service}.socket
+	activated=false
+	for socket in $sockets; do
+		has "$present" "$socket" || continue
+		stop=$(add "$stop" "$socket")
+		if [ -e "$top/etc/systemd/system/$socket" ]; then
+			start=$(add "$start" "$socket")
+			activated=true
+		fi
+	done
+	unit_bool "$1" Service X-NotSocketActivated false && activated=false
+	[ "$activated" = true ] || start=$(add "$start" "$2")
+}
+
+# pulled_in prints the closure's units that the node's active targets pull in: ng
+# starts the active targets, and they start what their *.wants/ and *.requires/ name;
+# a target pulled in pulls in its own. Here the units are started rather than the
+# targets: Debian's local-fs.target has OnFailure=emergency.target, so a start of it
+# (or of a target that pulls it in) with a failing new mount would take the test node
+# down, while the units are the same.
+pulled_in() {
+	targets=$(systemctl list-units --type=target --plain --no-legend --full | awk '$3 == "active" || $3 == "activating" { printf "%s ", $1 }')
+	pulled=""
+	more=true
+	while [ "$more" = true ]; do
+		more=false
+		for d in "$top"/etc/systemd/system/*.wants "$top"/etc/systemd/system/*.requires; do
+			[ -d "$d" ] || continue
+			target=$(basename "$d")
+			target=${target%.*}
+			has "$targets" "$target" || continue
+			for w in "$d"/*; do
+				[ -e "$w" ] || [ -L "$w" ] || continue
+				unit=$(basename "$w")
+				has "$pulled" "$unit" && continue
+				pulled=$(add "$pulled" "$unit")
+				case $unit in *.target) targets=$(add "$targets" "$unit") more=true ;; esac
+			done
+		done
+	done
+	printf '%s\n' "$pulled"
+}
+
+# failed_units prints what ng counts as failed once the jobs are done and systemd has
+# settled (it waits for a quiet bus): every failed unit of the node, and every service
+# waiting to restart whose main process exited non-zero.
+failed_units() {
+	sleep 0.25
+	out=""
+	for u in $(systemctl list-units --all --plain --no-legend --full --state=failed | awk '{ print $1 }'); do
+		out=$(add "$out" "$u")
+	done
+	for u in $(systemctl list-units --all --plain --no-legend --full --state=auto-restart | awk '$1 ~ /\.service$/ { print $1 }'); do
+		[ "$(systemctl show --property=ExecMainStatus --value -- "$u")" = 0 ] || out=$(add "$out" "$u")
+	done
+	printf '%s\n' "$out"
 }
 
 if [ "$action" = stage-2 ]; then
@@ -233,26 +381,45 @@ if [ "$action" = switch ] && [ -f "$top/etc/switchyard-test/switch-delay" ]; the
 	sleep "$(cat "$top/etc/switchyard-test/switch-delay")"
 fi
 
+plan_units
+if [ -n "$stop" ]; then
+	echo "stopping the following units: $(display "$stop")" >&2
+	systemctl stop $stop
+fi
+[ -n "$skip" ] && echo "NOT restarting the following changed units: $(display "$skip")" >&2
+
+echo "activating the configuration..." >&2
 ln -sfn "$top" /run/current-system
 install_units live
+mounts=""
 install_fstab || exit 1
+# ng forgets the failures of before the switch, then reloads: a unit failed before it
+# and not started by it is inactive afterwards.
+systemctl reset-failed
 systemctl daemon-reload
 
 # Units the activation restarts although their files are not the closure's (NixOS
 # restarts sshd or systemd-networkd when their configuration changed).
-restart=""
 if [ -f "$top/etc/switchyard-test/restart-units" ]; then
-	restart=$(cat "$top/etc/switchyard-test/restart-units")
+	for u in $(cat "$top/etc/switchyard-test/restart-units"); do
+		restart=$(add "$restart" "$u")
+	done
 fi
-[ -n "$changed$restart" ] && systemctl restart $changed $restart
-[ -n "$wanted" ] && systemctl start $wanted
 rc=0
-for u in $wanted $changed $restart; do
-	if systemctl is-failed --quiet "$u"; then
-		echo "switch-to-configuration: unit $u failed" >&2
-		rc=4
-	fi
-done
+if [ -n "$restart" ]; then
+	echo "restarting the following units: $(display "$restart")" >&2
+	systemctl restart $restart || rc=4
+fi
+[ -n "$start" ] && echo "starting the following units: $(display "$start")" >&2
+pulled=$(pulled_in)
+if [ -n "$start$pulled$mounts" ]; then
+	systemctl start $start $pulled $mounts || rc=4
+fi
+failed=$(failed_units)
+if [ -n "$failed" ]; then
+	echo "warning: the following units failed: $(display "$failed")" >&2
+	rc=4
+fi
 
 # etc/switchyard-test/bounce-after-switch holds seconds: a process left in the switch's
 # unit cuts the node's SSH sessions and keeps sshd down that long once the unit is
