@@ -47,9 +47,10 @@ func (f *fleet) status(ctx context.Context, cached bool) int {
 	return code
 }
 
-func (f *fleet) nodeStatus(ctx context.Context, n *plan.Node, cached bool) verdict.NodeStatus {
-	s := verdict.NodeStatus{Kind: "status", Node: n.Name, Expected: verdict.StatusExpected{NixosConf: n.NixosConf},
+func (f *fleet) nodeStatus(ctx context.Context, n *plan.Node, cached bool) (s verdict.NodeStatus) {
+	s = verdict.NodeStatus{Kind: "status", Node: n.Name, Expected: verdict.StatusExpected{NixosConf: n.NixosConf},
 		Ready: verdict.StatusReady{Source: "none"}}
+	// Every return below is judged the same way: named result, set after it.
 	defer func() { s.Disagreements = verdict.Disagree(s); s.OK = len(s.Disagreements) == 0 }()
 	if drv, _, err := f.evaluate(ctx, n); err == nil {
 		if outs, err := f.outputs(ctx, drv); err == nil {

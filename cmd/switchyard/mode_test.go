@@ -11,17 +11,17 @@ import (
 	"github.com/switchyard-nix/switchyard/testbed"
 )
 
-// Issue 34 item 2: apply --mode switch|boot|test, nixos-rebuild's meanings. boot sets
-// the system profile and the boot entry, activates nothing and judges nothing
-// (switch.result "boot"); test activates and confirms, and leaves the profile and the
-// boot entry where they were.
-func TestSSHApplyModes(t *testing.T) {
-	bed := testbed.Require(t)
-	t.Parallel()
+// genBed is one fresh node in a tree whose builder makes the healthy closure tagged
+// by the hello setting gen, which each submission picks: so each gen is a generation.
+type genBed struct {
+	node *testbed.Node
+	tree string
+	env  []string
+}
+
+func newGenBed(t *testing.T, bed *testbed.Bed) *genBed {
 	nodes, tree, env := fleetTree(t, bed, []string{"web1"}, nil)
 	node := nodes["web1"]
-	// Each generation is the healthy closure tagged by the hello setting gen, which
-	// the submission picks.
 	builder := fmt.Sprintf(`{ configuration, plan }:
 (import %q { tag = "mode-${plan.node}-${(plan.applications.hello or { }).gen or "a"}"; }).healthy
 `, filepath.Join(testbed.RepoRoot(), "testbed", "closures"))
@@ -42,11 +42,28 @@ func TestSSHApplyModes(t *testing.T) {
 	if err := os.WriteFile(defFile, raw, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return &genBed{node: node, tree: tree, env: env[1:]}
+}
+
+// run runs `ssh <verb>` with the submission of generation gen, JSON output.
+func (g *genBed) run(t *testing.T, gen, verb string, args ...string) run {
+	sub, _ := json.Marshal(map[string]any{"deployment-method": map[string]any{"ssh": map[string]any{"sshKeyFile": g.node.KeyFile,
+		"applications": map[string]any{"hello": map[string]any{"enable": true, "settings": map[string]any{"gen": gen}}}}}})
+	return switchyard(t, append([]string{"DEPLOYMENT=" + string(sub)}, g.env...),
+		append([]string{"ssh", verb, "--tree", g.tree, "--output", "json"}, args...)...)
+}
+
+// Issue 34 item 2: apply --mode switch|boot|test, nixos-rebuild's meanings. boot sets
+// the system profile and the boot entry, activates nothing and judges nothing
+// (switch.result "boot"); test activates and confirms, and leaves the profile and the
+// boot entry where they were.
+func TestSSHApplyModes(t *testing.T) {
+	bed := testbed.Require(t)
+	t.Parallel()
+	g := newGenBed(t, bed)
+	node := g.node
 	apply := func(gen string, args ...string) (run, map[string]any) {
-		sub, _ := json.Marshal(map[string]any{"deployment-method": map[string]any{"ssh": map[string]any{"sshKeyFile": node.KeyFile,
-			"applications": map[string]any{"hello": map[string]any{"enable": true, "settings": map[string]any{"gen": gen}}}}}})
-		r := switchyard(t, append([]string{"DEPLOYMENT=" + string(sub)}, env[1:]...),
-			append([]string{"ssh", "apply", "--tree", tree, "--output", "json"}, args...)...)
+		r := g.run(t, gen, "apply", args...)
 		if r.code == 2 {
 			return r, nil
 		}
