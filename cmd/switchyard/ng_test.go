@@ -163,3 +163,54 @@ func TestDeploySwitchCountsAutoRestartFailure(t *testing.T) {
 		t.Errorf("the switch did not name the unit:\n%s", j)
 	}
 }
+
+// A changed unit with reloadIfChanged = true: ng reloads it (its new ExecReload runs)
+// rather than restarting it, says "reloading the following units", and the deploy is
+// healthy with the unit not listed as not restarted (its reload is ng's way of
+// putting the new definition in effect).
+func TestDeployReloadIfChanged(t *testing.T) {
+	bed := testbed.Require(t)
+	t.Parallel()
+	node := bed.Node(t)
+	first, second := bed.Build(t, "reload-if-changed", "g1"), bed.Build(t, "reload-if-changed", "g2")
+	wantCode(t, switchyard(t, nil, deployArgs(node, "--toplevel", first, "--output", "json")...), 0)
+	before := node.UnitProperties(t, "reloader.service", "InvocationID", "ActiveState")
+	if before["ActiveState"] != "active" {
+		t.Fatalf("reloader.service after the first deploy: %v", before)
+	}
+
+	r := switchyard(t, nil, deployArgs(node, "--toplevel", second, "--output", "json")...)
+	wantCode(t, r, 0)
+	v := r.verdict(t)
+	if got := strs(units(t, v, "not_restarted")); len(got) != 0 || v["ok"] != true {
+		t.Errorf("verdict: ok %v, not_restarted %v; want ok and none", v["ok"], got)
+	}
+	if after := node.UnitProperties(t, "reloader.service", "InvocationID")["InvocationID"]; after != before["InvocationID"] {
+		t.Errorf("reloader.service was restarted (invocation %s, before %s), not reloaded", after, before["InvocationID"])
+	}
+	if got := strings.TrimSpace(node.MustExec(t, "cat", "/run/switchyard-test-reloads")); got != "g2" {
+		t.Errorf("reloads recorded %q, want one by the new definition (g2)", got)
+	}
+	if j := switchJournal(t, node); !strings.Contains(j, "reloading the following units: reloader.service") {
+		t.Errorf("the switch did not say it reloaded reloader.service:\n%s", j)
+	}
+}
+
+// A unit the new generation drops keeps running when its old file says
+// X-StopOnRemoval=false, as ng leaves it; the deploy is healthy.
+func TestDeployStopOnRemovalFalse(t *testing.T) {
+	bed := testbed.Require(t)
+	t.Parallel()
+	node := bed.Node(t)
+	first, second := bed.Build(t, "stop-on-removal", "g1"), bed.Build(t, "stop-on-removal-gone", "g2")
+	wantCode(t, switchyard(t, nil, deployArgs(node, "--toplevel", first, "--output", "json")...), 0)
+	waitActive(t, node, "lingerer.service")
+	before := node.UnitProperties(t, "lingerer.service", "InvocationID")["InvocationID"]
+
+	r := switchyard(t, nil, deployArgs(node, "--toplevel", second, "--output", "json")...)
+	wantCode(t, r, 0)
+	after := node.UnitProperties(t, "lingerer.service", "InvocationID", "ActiveState")
+	if after["ActiveState"] != "active" || after["InvocationID"] != before {
+		t.Errorf("lingerer.service after its removal: %v (invocation before %s), want still running", after, before)
+	}
+}

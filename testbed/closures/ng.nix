@@ -109,4 +109,41 @@ in
     wants."multi-user.target" = [ "hello.service" "keeper.service" ];
     wants."sockets.target" = [ "echo.socket" ];
   };
+
+  # reloader.service has reloadIfChanged = true (NixOS writes X-ReloadIfChanged=true
+  # into [Service]) and a definition that changes with the tag: ng reloads it rather
+  # than restarting it, and its ExecReload appends the tag to
+  # /run/switchyard-test-reloads.
+  reload-if-changed = toplevel {
+    name = "reload-if-changed";
+    units."hello.service" = hello;
+    units."reloader.service" = service {
+      description = "switchyard test: reloaded when its definition changes";
+      exec = "${payload}/bin/serve";
+      service = ''
+        Environment=SWITCHYARD_TEST_GENERATION=${if tag == "" then "none" else tag}
+        ExecReload=/bin/sh -c 'echo "$SWITCHYARD_TEST_GENERATION" >>/run/switchyard-test-reloads'
+        X-ReloadIfChanged=true
+      '';
+    };
+    wants."multi-user.target" = [ "hello.service" "reloader.service" ];
+  };
+
+  # lingerer.service sets X-StopOnRemoval=false in [Unit]; stop-on-removal-gone is the
+  # next generation of the same configuration without it: ng leaves it running.
+  stop-on-removal = toplevel {
+    name = "stop-on-removal";
+    units."hello.service" = hello;
+    units."lingerer.service" = service {
+      description = "switchyard test: kept running when the configuration drops it";
+      exec = "${payload}/bin/serve";
+      extra = "X-StopOnRemoval=false";
+    };
+    wants."multi-user.target" = [ "hello.service" "lingerer.service" ];
+  };
+  stop-on-removal-gone = toplevel {
+    name = "stop-on-removal";
+    units."hello.service" = hello;
+    wants."multi-user.target" = [ "hello.service" ];
+  };
 }

@@ -19,7 +19,9 @@
 #     active; stop the changed ones (their old definitions) and the sockets of changed
 #     socket-activated services; point /run/current-system at the toplevel and install
 #     the closure's units under /etc/systemd/system (removing the previous
-#     generation's); reset-failed; daemon-reload; restart what is restarted rather
+#     generation's; a removed unit is stopped unless it says X-StopOnRemoval=false);
+#     reset-failed; daemon-reload; reload the changed units that say
+#     X-ReloadIfChanged=true ("reloading the following units: ..."); restart what is restarted rather
 #     than stopped (non-services, X-StopIfChanged=false, and the units named in
 #     etc/switchyard-test/restart-units); start the stopped units (a socket-activated
 #     service's socket, not the service) and what the active targets pull in; then
@@ -155,7 +157,13 @@ install_units() {
 			if [ ! -e "$top/etc/systemd/system/$rel" ] && [ ! -L "$top/etc/systemd/system/$rel" ]; then
 				case "$rel" in
 				*/*) ;;
-				*) [ "$live" = live ] && systemctl stop "$rel" 2>/dev/null ;;
+				*)
+					# ng stops a removed unit unless its old file says
+					# X-StopOnRemoval=false in [Unit].
+					if [ "$live" = live ] && unit_bool "$units_dir/$rel" Unit X-StopOnRemoval true; then
+						systemctl stop "$rel" 2>/dev/null
+					fi
+					;;
 				esac
 				rm -f "$units_dir/$rel"
 			fi
@@ -258,10 +266,11 @@ unit_bool() {
 # plan_units decides, before anything is activated, what ng's handle_modified_unit
 # does with each unit that is active now and whose file the new generation changes
 # (compared by content: every generation has its own copy of a file): sets $stop
-# (stopped before the activation), $start (started after it), $restart and $skip (not
+# (stopped before the activation), $start (started after it), $reload (reloaded after
+# the daemon-reload: X-ReloadIfChanged=true, ng's first rule), $restart and $skip (not
 # restarted). A changed unit that is not active is left to what pulls it in.
 plan_units() {
-	stop="" start="" restart="" skip=""
+	stop="" start="" restart="" skip="" reload=""
 	running=$(systemctl list-units --all --plain --no-legend --full | awk '$3 == "active" || $3 == "activating" { printf "%s ", $1 }')
 	present=$(systemctl list-units --all --plain --no-legend --full | awk '$3 != "inactive" { printf "%s ", $1 }')
 	for f in "$top"/etc/systemd/system/*; do
@@ -274,7 +283,9 @@ plan_units() {
 		*.target | *.slice | *.socket) ;;
 		*.mount) restart=$(add "$restart" "$unit") ;;
 		*)
-			if ! unit_bool "$f" Service X-RestartIfChanged true ||
+			if unit_bool "$f" Service X-ReloadIfChanged false; then
+				reload=$(add "$reload" "$unit")
+			elif ! unit_bool "$f" Service X-RestartIfChanged true ||
 				unit_bool "$f" Unit RefuseManualStop false || unit_bool "$f" Unit X-OnlyManualStart false; then
 				skip=$(add "$skip" "$unit")
 			elif ! unit_bool "$f" Service X-StopIfChanged true || [ "${unit%.service}" = "$unit" ]; then
@@ -406,6 +417,10 @@ if [ -f "$top/etc/switchyard-test/restart-units" ]; then
 	done
 fi
 rc=0
+if [ -n "$reload" ]; then
+	echo "reloading the following units: $(display "$reload")" >&2
+	systemctl reload $reload || rc=4
+fi
 if [ -n "$restart" ]; then
 	echo "restarting the following units: $(display "$restart")" >&2
 	systemctl restart $restart || rc=4
