@@ -226,6 +226,16 @@ func (o *Text) Exec(node string, exitCode int, stdout, stderr string) {
 	}
 }
 
+// printable is a node's line with its control characters (but tab) shown as '?'.
+func printable(line string) string {
+	return strings.Map(func(r rune) rune {
+		if r != '\t' && (r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0)) {
+			return '?'
+		}
+		return r
+	}, line)
+}
+
 // prefixLines is text's lines, each after "node: ", control characters shown as '?'.
 func prefixLines(node, text string) string {
 	if text == "" {
@@ -234,12 +244,7 @@ func prefixLines(node, text string) string {
 	var b strings.Builder
 	for _, line := range strings.Split(strings.TrimSuffix(text, "\n"), "\n") {
 		b.WriteString(node + ": ")
-		b.WriteString(strings.Map(func(r rune) rune {
-			if r != '\t' && (r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0)) {
-				return '?'
-			}
-			return r
-		}, line))
+		b.WriteString(printable(line))
 		b.WriteByte('\n')
 	}
 	return b.String()
@@ -260,12 +265,18 @@ func (o *Text) PlanSummary(nodes, changed, failed, exitCode int) {
 	o.above(o.stdout, fmt.Sprintf("%s (exit %d)\n", line, exitCode))
 }
 
-func (o *Text) Plan(node, conf string, changed bool) {
+func (o *Text) Plan(node, conf string, changed bool, would *effects.DryActivation) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	what := "unchanged"
 	if changed {
 		what = "would be deployed"
 	}
-	o.above(o.stdout, fmt.Sprintf("%s: nixos_conf %s: %s\n", node, conf, what))
+	text := fmt.Sprintf("%s: nixos_conf %s: %s\n", node, conf, what)
+	if would != nil {
+		for _, l := range would.Lines() {
+			text += fmt.Sprintf("%s:   %s\n", node, printable(l)) // the unit names are the node's
+		}
+	}
+	o.above(o.stdout, text)
 }

@@ -160,5 +160,3 @@ func runLocal(ctx context.Context, argv []string) (string, error) {
 	out, err := localcmd.Output(ctx, nil, argv...)
 	return string(out), err
 }
-
-func lastLine(s string) string { return localcmd.LastLine(s) }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/switchyard-nix/switchyard/exitcode"
+	"github.com/switchyard-nix/switchyard/localcmd"
 )
 
 // The body's side of the lock (lock_body_test.go): the take, the lease renewed while
@@ -70,7 +71,7 @@ func (r *run) readLock(ctx context.Context) (lockState, error) {
 		return lockState{}, err
 	}
 	if code != 0 {
-		return lockState{}, fmt.Errorf("reading the lock exited %d: %s", code, lastLine(errOut))
+		return lockState{}, fmt.Errorf("reading the lock exited %d: %s", code, localcmd.LastLine(errOut))
 	}
 	return parseLockState(out)
 }
@@ -83,7 +84,7 @@ func (r *run) acquireOrRead(ctx context.Context, me deployer, ttl string) (st lo
 		return lockState{}, nil, err
 	}
 	if code != 0 {
-		return lockState{}, nil, fmt.Errorf("reading the lock exited %d: %s", code, lastLine(errOut))
+		return lockState{}, nil, fmt.Errorf("reading the lock exited %d: %s", code, localcmd.LastLine(errOut))
 	}
 	if line, ok := strings.CutPrefix(strings.TrimSpace(out), "taken "); ok {
 		h, err := parseHolder(line)
@@ -141,7 +142,7 @@ func (r *run) acquireLock(ctx context.Context) error {
 				continue // another deployer changed it since the read: read again
 			}
 			if code != 0 {
-				return stopWith(exitcode.Infra, "deploy lock: taking it exited %d: %s", code, lastLine(errOut))
+				return stopWith(exitcode.Infra, "deploy lock: taking it exited %d: %s", code, localcmd.LastLine(errOut))
 			}
 			h, err := parseHolder(out)
 			if err != nil || h == nil {
@@ -248,7 +249,7 @@ func (r *run) startRenew(ctx context.Context, token uint64, takenAt time.Time) {
 					r.d.Node, ErrLockLost, token, why)
 				return
 			case code != 0:
-				r.log("warn", "%s: deploy lock: renewing it exited %d: %s (retrying)", r.d.Node, code, lastLine(errOut))
+				r.log("warn", "%s: deploy lock: renewing it exited %d: %s (retrying)", r.d.Node, code, localcmd.LastLine(errOut))
 			}
 		}
 	}()
@@ -319,6 +320,6 @@ func (r *run) releaseLock(ctx context.Context) {
 	case code == LockFenced:
 		r.log("warn", "%s: conclude: the deploy lock (token %d) was no longer this deployer's: left as it is (%s)", r.d.Node, l.token, describeLine(out))
 	case code != 0:
-		r.log("warn", "%s: conclude: releasing the deploy lock exited %d: %s (its lease ends it)", r.d.Node, code, lastLine(errOut))
+		r.log("warn", "%s: conclude: releasing the deploy lock exited %d: %s (its lease ends it)", r.d.Node, code, localcmd.LastLine(errOut))
 	}
 }

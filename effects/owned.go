@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/switchyard-nix/switchyard/exitcode"
+	"github.com/switchyard-nix/switchyard/localcmd"
 )
 
 // OwnedScript reads what the owned phase needs of a toplevel ($1) in one command:
@@ -116,7 +117,7 @@ func (r *run) listOwned(ctx context.Context) error {
 		if code == 0 {
 			return fmt.Errorf("%s: output cut short", what)
 		}
-		return fmt.Errorf("%s exited %d: %s", what, code, lastLine(errOut))
+		return fmt.Errorf("%s exited %d: %s", what, code, localcmd.LastLine(errOut))
 	})
 	if err != nil {
 		return stopWith(exitcode.Infra, "%w", err)
@@ -149,7 +150,7 @@ func (r *run) readOptional(ctx context.Context, path string, argv []string) (str
 	err := retryUnreachable(ctx, func() error {
 		stdout, errOut, code, err := r.command(ctx, OptionalArgv(path, argv))
 		if err == nil && code != 0 {
-			err = fmt.Errorf("%s exited %d: %s", argv[0], code, lastLine(errOut))
+			err = fmt.Errorf("%s exited %d: %s", argv[0], code, localcmd.LastLine(errOut))
 		}
 		out = stdout
 		return err

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/switchyard-nix/switchyard/exitcode"
+	"github.com/switchyard-nix/switchyard/localcmd"
 	"github.com/switchyard-nix/switchyard/verdict"
 )
 
@@ -161,7 +162,7 @@ func (r *run) execCheck(ctx context.Context, argv ...string) (string, error) {
 		return "", err
 	}
 	if code != 0 {
-		return "", fmt.Errorf("%s exited %d: %s", argv[0], code, lastLine(errOut))
+		return "", fmt.Errorf("%s exited %d: %s", argv[0], code, localcmd.LastLine(errOut))
 	}
 	return out, nil
 }

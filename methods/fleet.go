@@ -48,6 +48,8 @@ type fleet struct {
 	open     func(n *plan.Node) (effects.Transport, error)
 	evaluate func(ctx context.Context, n *plan.Node) (drv, how string, err error)
 	outputs  func(ctx context.Context, drv string) (string, error)
+	// build builds a derivation here (the plan verb's, for dry-activate).
+	build func(ctx context.Context, drv string) (string, error)
 	// body runs the deploy body on one node (nil: effects' own; the runner's unit
 	// tests play its outcome to test the rollout's decisions).
 	body func(ctx context.Context, d *effects.Deploy) effects.Result
@@ -68,6 +70,9 @@ func newFleet(m method.Method, d *merge.Deployment, p *plan.Plan, cfg effects.Co
 	}
 	// The plan's nodes the cache misses are evaluated together (evalBatch).
 	f.evaluate = newEvalBatch(cache, nodes).evaluate
+	f.build = func(ctx context.Context, drv string) (string, error) {
+		return effects.Build(ctx, effects.Source{Drv: drv})
+	}
 	f.outputs = func(ctx context.Context, drv string) (string, error) {
 		return local(ctx, nil, []string{"nix-store", "--query", "--outputs", "--", drv})
 	}
@@ -316,12 +321,17 @@ func (quiet) Exec(node string, exitCode int, stdout, stderr string) {}
 func (f *fleet) plan(ctx context.Context, out string) (int, error) {
 	saved := newSavedPlan(f.d, f.signer)
 	type planned struct {
-		sp   savedPlanNode
-		code int
+		sp    savedPlanNode
+		code  int
+		would *effects.DryActivation
 	}
 	results := pool.Map(ctx, f.p.Nodes, f.width(), func(ctx context.Context, n *plan.Node) planned {
 		sp, _, c := f.planNode(ctx, n)
-		return planned{sp, c}
+		p := planned{sp: sp, code: c}
+		if c == ExitOK && sp.Changed && !f.offline {
+			p.would, p.code = f.dryActivate(ctx, n, sp.Drv)
+		}
+		return p
 	})
 	code, failed := ExitOK, 0
 	for i, n := range f.p.Nodes {
@@ -331,8 +341,8 @@ func (f *fleet) plan(ctx context.Context, out string) (int, error) {
 			failed++
 		}
 	}
-	for _, n := range f.p.Nodes {
-		f.out.Plan(n.Name, n.NixosConf, saved.Nodes[n.Name].Changed)
+	for i, n := range f.p.Nodes {
+		f.out.Plan(n.Name, n.NixosConf, saved.Nodes[n.Name].Changed, results[i].would)
 	}
 	if err := saved.write(out); err != nil {
 		return ExitInfra, err
@@ -345,6 +355,34 @@ func (f *fleet) plan(ctx context.Context, out string) (int, error) {
 	}
 	f.out.PlanSummary(len(f.p.Nodes), changed, failed, code)
 	return code, nil
+}
+
+// dryActivate builds the node's toplevel, copies its closure to the node and asks the
+// node what a switch to it would do (switch-to-configuration dry-activate): the plan
+// verb's per-node list of units it would stop, restart, reload and start. Nothing is
+// activated; the copied paths stay in the node's store, as apply would copy them.
+func (f *fleet) dryActivate(ctx context.Context, n *plan.Node, drv string) (*effects.DryActivation, int) {
+	fail := func(err error) (*effects.DryActivation, int) {
+		f.out.Log(n.Name, "error", fmt.Sprintf("%s: plan: dry-activate: %v", n.Name, err))
+		return nil, ExitInfra
+	}
+	top, err := f.build(ctx, drv)
+	if err != nil {
+		return fail(err)
+	}
+	t, err := f.open(n)
+	if err != nil {
+		return fail(err)
+	}
+	defer t.Close()
+	if err := t.CopyClosure(ctx, []string{top}); err != nil {
+		return fail(fmt.Errorf("copying the closure: %w", err))
+	}
+	d, err := effects.DryActivate(ctx, t, top)
+	if err != nil {
+		return fail(err)
+	}
+	return &d, ExitOK
 }
 
 // seen is what planNode learnt of a node beyond its saved plan: how it is reached

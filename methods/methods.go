@@ -100,7 +100,9 @@ type Reporter interface {
 	Phase(node, phase string, state effects.PhaseState, elapsed time.Duration)
 	Log(node, level, msg string)
 	Verdict(v verdict.Verdict)
-	Plan(node, nixosConf string, changed bool)
+	// Plan is one node's plan; would, what a switch would do to its units (nil: not
+	// asked: offline, unchanged, or the OpenTofu runner).
+	Plan(node, nixosConf string, changed bool, would *effects.DryActivation)
 	Summary(nodes, ok, failed, exitCode int)
 	// PlanSummary closes the plan verb: of nodes, changed would be deployed and
 	// failed could not be planned (they count as changed too).

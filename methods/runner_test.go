@@ -297,6 +297,9 @@ func sshFleet(t *testing.T, nodes map[string]*effectstest.Node, names ...string)
 	f.outputs = func(_ context.Context, drv string) (string, error) {
 		return strings.TrimSuffix(drv, ".drv") + "-system\n", nil
 	}
+	f.build = func(_ context.Context, drv string) (string, error) {
+		return strings.TrimSuffix(drv, ".drv") + "-system", nil
+	}
 	return f, rep, &dialed
 }
 
@@ -313,7 +316,8 @@ func TestSSHPlan(t *testing.T) {
 	}{
 		{"one runs its toplevel, one does not",
 			map[string]*effectstest.Node{"web1": {Current: "/nix/store/web1-system"}, "web2": {Current: "/nix/store/old-system"}},
-			[]string{"web1", "web2"}, false, ExitOK, map[string]bool{"web1": false, "web2": true}, 2, []int{2, 1, 0, ExitOK}},
+			// web2, changed, is dialed again: its closure copied and dry-activated.
+			[]string{"web1", "web2"}, false, ExitOK, map[string]bool{"web1": false, "web2": true}, 3, []int{2, 1, 0, ExitOK}},
 		{"unreachable", map[string]*effectstest.Node{"web1": {Unreachable: true}},
 			[]string{"web1"}, false, ExitInfra, map[string]bool{"web1": true}, 1, []int{1, 1, 1, ExitInfra}},
 		{"transport refused", nil, []string{"web1"}, false, ExitRefused, map[string]bool{"web1": true}, 1, []int{1, 1, 1, ExitRefused}},

@@ -673,7 +673,7 @@ func (r *tfRun) plan(ctx context.Context) (int, error) {
 			n++
 		}
 		saved.Nodes[node.Name] = savedPlanNode{NixosConf: node.NixosConf, Drv: r.drvs[node.Name], Changed: c}
-		r.out.Plan(node.Name, node.NixosConf, c)
+		r.out.Plan(node.Name, node.NixosConf, c, nil)
 	}
 	if err := saved.write(r.req.PlanOut); err != nil {
 		return ExitInfra, err

@@ -19,12 +19,15 @@ type genBed struct {
 	env  []string
 }
 
-func newGenBed(t *testing.T, bed *testbed.Bed) *genBed {
+func newGenBed(t *testing.T, bed *testbed.Bed) *genBed { return newGenBedOf(t, bed, "healthy") }
+
+// newGenBedOf is newGenBed with the closure of that name (testbed/closures).
+func newGenBedOf(t *testing.T, bed *testbed.Bed, closure string) *genBed {
 	nodes, tree, env := fleetTree(t, bed, []string{"web1"}, nil)
 	node := nodes["web1"]
 	builder := fmt.Sprintf(`{ configuration, plan }:
-(import %q { tag = "mode-${plan.node}-${(plan.applications.hello or { }).gen or "a"}"; }).healthy
-`, filepath.Join(testbed.RepoRoot(), "testbed", "closures"))
+(import %q { tag = "mode-${plan.node}-${(plan.applications.hello or { }).gen or "a"}"; }).%s
+`, filepath.Join(testbed.RepoRoot(), "testbed", "closures"), closure)
 	if err := os.WriteFile(filepath.Join(tree, "builder.nix"), []byte(builder), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -45,11 +48,16 @@ func newGenBed(t *testing.T, bed *testbed.Bed) *genBed {
 	return &genBed{node: node, tree: tree, env: env[1:]}
 }
 
-// run runs `ssh <verb>` with the submission of generation gen, JSON output.
-func (g *genBed) run(t *testing.T, gen, verb string, args ...string) run {
+// submission is the DEPLOYMENT of generation gen.
+func (g *genBed) submission(gen string) string {
 	sub, _ := json.Marshal(map[string]any{"deployment-method": map[string]any{"ssh": map[string]any{"sshKeyFile": g.node.KeyFile,
 		"applications": map[string]any{"hello": map[string]any{"enable": true, "settings": map[string]any{"gen": gen}}}}}})
-	return switchyard(t, append([]string{"DEPLOYMENT=" + string(sub)}, g.env...),
+	return string(sub)
+}
+
+// run runs `ssh <verb>` with the submission of generation gen, JSON output.
+func (g *genBed) run(t *testing.T, gen, verb string, args ...string) run {
+	return switchyard(t, append([]string{"DEPLOYMENT=" + g.submission(gen)}, g.env...),
 		append([]string{"ssh", verb, "--tree", g.tree, "--output", "json"}, args...)...)
 }
 
@@ -116,5 +124,46 @@ func TestSSHApplyModes(t *testing.T) {
 	}
 	if running() != c {
 		t.Errorf("a refused mode changed the node: running %s", running())
+	}
+}
+
+// Issue 34 item 2: plan on a reachable node copies the planned closure and runs its
+// switch-to-configuration dry-activate: the plan event (and the text) name the units a
+// switch would stop, leave alone, restart, reload and start; nothing is activated.
+func TestSSHPlanDryActivate(t *testing.T) {
+	bed := testbed.Require(t)
+	t.Parallel()
+	g := newGenBedOf(t, bed, "ng-switch")
+	r := g.run(t, "a", "apply")
+	wantCode(t, r, 0)
+	running := g.node.Readlink(t, "/run/current-system")
+
+	r = g.run(t, "b", "plan")
+	wantCode(t, r, 0)
+	var would map[string]any
+	for _, e := range r.events {
+		if e["kind"] == "plan" && e["node"] == "web1" && e["changed"] == true {
+			would, _ = e["would"].(map[string]any)
+		}
+	}
+	// keeper.service changed and says X-RestartIfChanged=false; echo.service changed
+	// but has not run (its socket starts it), so nothing is stopped or started.
+	want := map[string]string{"stop": "[]", "not_restarted": "[keeper.service]", "restart": "[]", "start": "[]"}
+	for k, v := range want {
+		if fmt.Sprint(would[k]) != v {
+			t.Errorf("plan event would.%s = %v, want %s (would: %v)", k, would[k], v, would)
+		}
+	}
+	if got := g.node.Readlink(t, "/run/current-system"); got != running {
+		t.Errorf("plan activated something: /run/current-system %s, was %s", got, running)
+	}
+	if st := g.node.UnitProperties(t, "echo.socket", "ActiveState")["ActiveState"]; st != "active" {
+		t.Errorf("plan stopped echo.socket: %s", st)
+	}
+
+	text := switchyard(t, append([]string{"DEPLOYMENT=" + g.submission("b")}, g.env...), "ssh", "plan", "--tree", g.tree)
+	wantCode(t, text, 0)
+	if !strings.Contains(text.stdout, "web1:   would NOT stop the following changed units: keeper.service") {
+		t.Errorf("text plan:\n%s", text.stdout)
 	}
 }

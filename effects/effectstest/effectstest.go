@@ -36,6 +36,8 @@ type Node struct {
 	Current     string   // what /run/current-system points at
 	Unreachable bool     // every Run fails with effects.ErrUnreachable
 	BootInit    string   // what the default boot entry starts (effects.BootEntryScript's answer)
+	// DryActivate is what switch-to-configuration dry-activate prints on stderr.
+	DryActivate string
 	// Lock is the node's deploy lock line (effects.LockScript's /run/switchyard/lock,
 	// "" for none) and LockGeneration its fence counter: the fake plays the lock's
 	// verbs and its fence like the script does on a node.
@@ -275,6 +277,10 @@ func (n *Node) run(c effects.Command) (int, error) {
 	switch {
 	case argv == "systemctl is-system-running":
 		fmt.Fprintln(out, "running")
+	case len(c.Argv) == 2 && strings.HasSuffix(c.Argv[0], "/bin/switch-to-configuration") && c.Argv[1] == "dry-activate":
+		if c.Stderr != nil {
+			fmt.Fprint(c.Stderr, n.DryActivate)
+		}
 	case len(c.Argv) >= 3 && c.Argv[0] == "sh" && c.Argv[2] == verdict.ReadScript:
 		n.mu.Lock()
 		s := n.Samples[min(n.Next, len(n.Samples)-1)]
@@ -398,7 +404,7 @@ func (e *Events) Verdict(v verdict.Verdict) {
 	e.verdicts = append(e.verdicts, v)
 }
 
-func (e *Events) Plan(node, nixosConf string, changed bool) {
+func (e *Events) Plan(node, nixosConf string, changed bool, would *effects.DryActivation) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.plans == nil {

@@ -59,7 +59,6 @@ switch | boot | test | dry-activate | stage-2) ;;
 	exit 1
 	;;
 esac
-[ "$action" = dry-activate ] && exit 0
 
 # extlinux_entry TOPLEVEL TAG prints one extlinux menu entry (extlinux-conf-builder.sh's
 # addEntry). The kernel and initrd live on the file system extlinux reads (one root file
@@ -348,6 +347,23 @@ pulled_in() {
 	printf '%s\n' "$pulled"
 }
 
+# dry_activate prints what a switch would do, in ng's dry-activate words, and changes
+# nothing: the units plan_units would stop, leave alone, reload and restart, and those
+# it would start (the stopped ones started again, and what the active targets pull in
+# that is not active now).
+dry_activate() {
+	[ -n "$stop" ] && echo "would stop the following units: $(display "$stop")" >&2
+	[ -n "$skip" ] && echo "would NOT stop the following changed units: $(display "$skip")" >&2
+	echo "would activate the configuration..." >&2
+	[ -n "$reload" ] && echo "would reload the following units: $(display "$reload")" >&2
+	[ -n "$restart" ] && echo "would restart the following units: $(display "$restart")" >&2
+	for u in $(pulled_in); do
+		has "$running" "$u" || start=$(add "$start" "$u")
+	done
+	[ -n "$start" ] && echo "would start the following units: $(display "$start")" >&2
+	return 0
+}
+
 # failed_units prints what ng counts as failed once the jobs are done and systemd has
 # settled (it waits for a quiet bus): every failed unit of the node, and every service
 # waiting to restart whose main process exited non-zero.
@@ -393,6 +409,10 @@ if [ "$action" = switch ] && [ -f "$top/etc/switchyard-test/switch-delay" ]; the
 fi
 
 plan_units
+if [ "$action" = dry-activate ]; then
+	dry_activate
+	exit 0
+fi
 if [ -n "$stop" ]; then
 	echo "stopping the following units: $(display "$stop")" >&2
 	systemctl stop $stop

@@ -40,10 +40,11 @@ type logEvent struct {
 }
 
 type planEvent struct {
-	Kind      string `json:"kind"`
-	Node      string `json:"node"`
-	NixosConf string `json:"nixos_conf"`
-	Changed   bool   `json:"changed"`
+	Kind      string                 `json:"kind"`
+	Node      string                 `json:"node"`
+	NixosConf string                 `json:"nixos_conf"`
+	Changed   bool                   `json:"changed"`
+	Would     *effects.DryActivation `json:"would,omitempty"` // what a switch would do to its units
 }
 
 type execEvent struct {
@@ -68,8 +69,8 @@ func (o *jsonOutput) Phase(node, phase string, state effects.PhaseState, elapsed
 }
 func (o *jsonOutput) Log(node, level, msg string) { o.emit(logEvent{"log", node, level, msg}) }
 func (o *jsonOutput) Verdict(v verdict.Verdict)   { o.emit(v) }
-func (o *jsonOutput) Plan(node, conf string, changed bool) {
-	o.emit(planEvent{"plan", node, conf, changed})
+func (o *jsonOutput) Plan(node, conf string, changed bool, would *effects.DryActivation) {
+	o.emit(planEvent{"plan", node, conf, changed, would})
 }
 func (o *jsonOutput) Status(s verdict.NodeStatus) { o.emit(s) }
 func (o *jsonOutput) Exec(node string, exitCode int, stdout, stderr string) {
