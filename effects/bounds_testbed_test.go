@@ -46,7 +46,7 @@ func TestBodyHostileNode(t *testing.T) {
 		node.MustExec(t, "sh", "-c", `printf '%s\n' '#!/bin/sh' "$2" >"/usr/local/bin/$1" && chmod 755 "/usr/local/bin/$1"`, "sh", program, script)
 		t.Cleanup(func() { node.MustExec(t, "rm", "-f", "/usr/local/bin/"+program) })
 	}
-	deploy := func(t *testing.T, tr effects.Transport) (effects.Result, []string, time.Duration) {
+	deploy := func(t *testing.T, tr effects.Transport, cfg effects.Config) (effects.Result, []string, time.Duration) {
 		ev := &effectstest.Events{}
 		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 		defer cancel()
@@ -83,8 +83,12 @@ func TestBodyHostileNode(t *testing.T) {
 exec /bin/systemctl "$@"`)
 		// A deadline the answer cannot reach first, however loaded the machine.
 		tr := transport(t, 2*time.Minute)
+		// The wait likewise: 64 MiB must reach the body before the wait gives up,
+		// which on a loaded machine takes more than the other case's 1 s.
+		slow := cfg
+		slow.WaitTimeout = 10 * time.Second
 		base := resetPeak(t)
-		res, errs, took := deploy(t, tr)
+		res, errs, took := deploy(t, tr, slow)
 		grew := status(t, "VmHWM") - base
 		t.Logf("peak RSS grew by %d MiB", grew>>20)
 		if res.ExitCode == 0 || !has(errs, "web1: wait: ", "node answer exceeds 64 MiB") {
@@ -104,7 +108,7 @@ exec /bin/systemctl "$@"`)
 
 	t.Run("silent-node-deadline", func(t *testing.T) {
 		hostile(t, "find", "exec sleep 3600.5")
-		res, errs, took := deploy(t, transport(t, deadline))
+		res, errs, took := deploy(t, transport(t, deadline), cfg)
 		if res.ExitCode == 0 || !has(errs, "web1: snapshot: ", "no answer within 2s (the command's deadline)") {
 			t.Errorf("exit %d, errors %q; want the snapshot failed at the command's deadline", res.ExitCode, errs)
 		}
