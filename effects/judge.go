@@ -245,14 +245,24 @@ func (r *run) report(ctx context.Context) error {
 func (r *run) finalize(ctx context.Context) error {
 	r.journalRecord(JournalFinalize)
 	testPause(ctx, "SWITCHYARD_TEST_PAUSE_IN_FINALIZE")
-	err := r.fencedStep(ctx, func(ctx context.Context) error { return r.d.Transport.FinalizeBootloader(ctx, r.v.Toplevel) })
-	if err != nil {
-		if lost := r.lockLost(ctx, err); lost != nil {
-			return failWith(exitcode.Infra, "%w: the system profile and boot entry were not set (%v)", lost, err)
-		}
-		return failWith(exitcode.Infra, "setting the system profile and boot entry: %w", err)
+	if err := r.pointBootAt(ctx, r.v.Toplevel); err != nil {
+		return failWith(exitcode.Infra, "%w", err)
 	}
 	return nil
+}
+
+// pointBootAt points the system profile and the default boot entry at toplevel under
+// the node lock (finalize, and apply --mode boot's switch); the error says what was
+// not set and why, a lost lock first.
+func (r *run) pointBootAt(ctx context.Context, toplevel string) error {
+	err := r.fencedStep(ctx, func(ctx context.Context) error { return r.d.Transport.FinalizeBootloader(ctx, toplevel) })
+	if err == nil {
+		return nil
+	}
+	if lost := r.lockLost(ctx, err); lost != nil {
+		return fmt.Errorf("%w: the system profile and boot entry were not set (%v)", lost, err)
+	}
+	return fmt.Errorf("setting the system profile and boot entry: %w", err)
 }
 
 // 18. conclude settles the node's exit code of SPEC 2.1: the verdict's, raised by

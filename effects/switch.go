@@ -178,12 +178,8 @@ func (r *run) doSwitch(ctx context.Context) error {
 // nothing is activated: the node runs it after its next boot.
 func (r *run) bootOnly(ctx context.Context) error {
 	r.journalRecord(JournalFinalize)
-	err := r.fencedStep(ctx, func(ctx context.Context) error { return r.d.Transport.FinalizeBootloader(ctx, r.toplevel) })
-	if err != nil {
-		if lost := r.lockLost(ctx, err); lost != nil {
-			return stopWith(exitcode.Infra, "%w: the system profile and boot entry were not set (%v)", lost, err)
-		}
-		return stopWith(exitcode.Infra, "setting the system profile and boot entry: %w", err)
+	if err := r.pointBootAt(ctx, r.toplevel); err != nil {
+		return stopWith(exitcode.Infra, "%w", err)
 	}
 	r.v.Switch.Result, r.v.Switch.ExitCode = verdict.SwitchBoot, 0
 	r.booted = true

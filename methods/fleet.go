@@ -312,8 +312,7 @@ func (p probed) held(node, reason string) verdict.Verdict {
 // quiet is a Reporter without logs.
 type quiet struct{ Reporter }
 
-func (quiet) Log(node, level, msg string)                           {}
-func (quiet) Exec(node string, exitCode int, stdout, stderr string) {}
+func (quiet) Log(node, level, msg string) {}
 
 // plan evaluates every node (through the eval cache, so the apply that follows does
 // not evaluate again), and asks each node which toplevel it runs; offline, no node
