@@ -31,20 +31,7 @@ func newGenBedOf(t *testing.T, bed *testbed.Bed, closure string) *genBed {
 	if err := os.WriteFile(filepath.Join(tree, "builder.nix"), []byte(builder), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	defFile := filepath.Join(tree, "deployment.json")
-	raw, err := os.ReadFile(defFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var def map[string]any
-	if err := json.Unmarshal(raw, &def); err != nil {
-		t.Fatal(err)
-	}
-	def["applications"].(map[string]any)["hello"].(map[string]any)["settings"].(map[string]any)["gen"] = "a"
-	raw, _ = json.Marshal(def)
-	if err := os.WriteFile(defFile, raw, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	bakeHelloSetting(t, tree, "gen", "a")
 	return &genBed{node: node, tree: tree, env: env[1:]}
 }
 

@@ -49,7 +49,15 @@ if (hello.failing or "") == plan.node then closures.failed-unit else closures.he
 	if err := os.WriteFile(filepath.Join(b.tree, "builder.nix"), []byte(builder), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	defFile := filepath.Join(b.tree, "deployment.json")
+	bakeHelloSetting(t, b.tree, "failing", "")
+	return b
+}
+
+// bakeHelloSetting gives the hello application of the tree's deployment.json a baked
+// setting key = value, so that a submission may set it.
+func bakeHelloSetting(t *testing.T, tree, key string, value any) {
+	t.Helper()
+	defFile := filepath.Join(tree, "deployment.json")
 	raw, err := os.ReadFile(defFile)
 	if err != nil {
 		t.Fatal(err)
@@ -58,12 +66,11 @@ if (hello.failing or "") == plan.node then closures.failed-unit else closures.he
 	if err := json.Unmarshal(raw, &def); err != nil {
 		t.Fatal(err)
 	}
-	def["applications"].(map[string]any)["hello"].(map[string]any)["settings"].(map[string]any)["failing"] = ""
+	def["applications"].(map[string]any)["hello"].(map[string]any)["settings"].(map[string]any)[key] = value
 	raw, _ = json.Marshal(def)
 	if err := os.WriteFile(defFile, raw, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return b
 }
 
 // deployment is the submission: the node whose closure fails, and the rollout
