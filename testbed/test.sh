@@ -7,6 +7,7 @@
 #            ends the run there
 #   setup    installs and starts the test bed (setup.sh; cached under
 #            /var/cache/switchyard-testbed, so only a cold machine pays for it)
+#   spire    spire-server's build (a cold machine's), beside the test-bed tier
 #   testbed  the packages in which the unit tier skipped a test, again with the test
 #            bed: real nodes, real Nix closures, OpenTofu, bind9, knot, spire-server
 #   vm       the VM tier (testbed/vm) on its own
@@ -64,7 +65,7 @@ lint() {
 
 skipped=$(mktemp)
 log=$(mktemp)
-trap 'rm -f "$skipped" "$log"; report' EXIT
+trap 'rm -f "$skipped" "$log" "$log".spire*; report' EXIT
 tier lint lint
 tier unit env SWITCHYARD_SKIPPED_OUT="$skipped" bash testbed/checkphase.sh
 if [ $status != 0 ]; then
@@ -76,7 +77,9 @@ setup() {
 	# The tests need OpenTofu, the VM tier's image (testbed/vm) and tf-incus-operator's
 	# servers: bind9, knot, spire-server (built once, cached).
 	# (set -e does not hold inside a function tier runs: each failure is checked.)
-	image=$(SWITCHYARD_TESTBED_TOFU=1 SWITCHYARD_TESTBED_OPERATOR=1 SWITCHYARD_TESTBED_VM=1 bash testbed/setup.sh) || return 1
+	# spire-server is built later, beside the test-bed tier (see spire_build).
+	image=$(SWITCHYARD_TESTBED_TOFU=1 SWITCHYARD_TESTBED_OPERATOR=1 SWITCHYARD_TESTBED_VM=1 SWITCHYARD_TESTBED_SPIRE=later \
+		bash testbed/setup.sh) || return 1
 	# Nodes left by an interrupted run on this machine.
 	incus list --format csv -c n user.switchyard-testbed=true | xargs -r -n1 incus delete --force || true
 	# Projects (and their instances and cached images) left by an interrupted tf-incus test.
@@ -95,7 +98,7 @@ tier setup setup
 export SWITCHYARD_TESTBED=require SWITCHYARD_TESTBED_IMAGE=$image SWITCHYARD_TESTBED_VM=1
 # OpenTofu and spire-server as setup.sh built and cached them.
 export SWITCHYARD_TOFU=${SWITCHYARD_TOFU:-$cache/tofu-$switchyard_tofu_version/tofu}
-export SWITCHYARD_SPIRE_SERVER=${SWITCHYARD_SPIRE_SERVER:-$cache/spire-$switchyard_spire_version/spire-server}
+export SWITCHYARD_SPIRE_SERVER=${SWITCHYARD_SPIRE_SERVER:-$cache/spire-$switchyard_spire_version-min/spire-server}
 # Compatibility (SPEC 7: terraform also works): the tf method's tests run again with
 # Terraform in place of OpenTofu, inside the package's run (TestTerraformCompat).
 # Terraform 1.11 is preinstalled on the test machines; where it is missing the test
@@ -114,7 +117,10 @@ echo "testbed: image $image; $(go version)" >&2
 # -parallel 3: a package's test-bed tests mostly wait on their nodes (boots, verdict
 # windows, switches), so three at once on two cores keep the cores busy where the
 # default (GOMAXPROCS, 2) left them idle.
-mapfile -t packages < <(grep -vx 'github.com/switchyard-nix/switchyard/testbed/vm' "$skipped")
+# The packages whose tests run spire-server go last (see spire_build).
+spire_users='github.com/switchyard-nix/switchyard/(provider|spire)'
+mapfile -t packages < <(grep -vx 'github.com/switchyard-nix/switchyard/testbed/vm' "$skipped" | grep -vxE "$spire_users"
+	grep -xE "$spire_users" "$skipped")
 echo "testbed: ${#packages[@]} packages skipped a test in the unit tier: ${packages[*]}" >&2
 testbed_tier() {
 	# Without a test bed cmd/switchyard's tests skip, always: no package here means the
@@ -125,7 +131,36 @@ testbed_tier() {
 	fi
 	go test -v -count=1 -parallel 3 -timeout 75m "${packages[@]}" 2>&1 | tee "$log"
 }
+# spire_build builds spire-server (a few minutes of CPU on a cold machine, nothing on a
+# warm one) while the test-bed tier's first tests run, which mostly wait on their
+# nodes; it writes its status to $SWITCHYARD_SPIRE_SERVER_BUILD, where the tests that
+# run spire-server (the last ones of the operator's, and the last two packages) wait
+# for it (testbed/spireserver).
+spire_build() {
+	local start rc=0
+	start=$(date +%s)
+	bash testbed/setup.sh spire >"$spire_log" 2>&1 || rc=$?
+	if [ $rc = 0 ]; then
+		echo "ok $(($(date +%s) - start))" >"$spire_status.part"
+	else
+		echo "FAILED $(($(date +%s) - start)) (exit $rc; its log: $spire_log)" >"$spire_status.part"
+	fi
+	mv "$spire_status.part" "$spire_status"
+}
+spire_log=$log.spire
+spire_status=$log.spire-status
+export SWITCHYARD_SPIRE_SERVER_BUILD=$spire_status
+spire_build &
+spire_pid=$!
 tier testbed testbed_tier
+wait "$spire_pid" || true
+read -r spire_result spire_secs _ <"$spire_status" || true
+times+=("$(printf '%-8s %5ss  %s' spire "${spire_secs:-?}" "$([ "$spire_result" = ok ] && echo "ok (beside testbed)" || echo FAILED)")")
+if [ "$spire_result" != ok ]; then
+	status=1
+	echo "spire: the build of spire-server failed:" >&2
+	tail -n 40 "$spire_log" >&2
+fi
 tier vm bash -c 'go test -v -count=1 -timeout 40m ./testbed/vm/ 2>&1 | tee -a "$1"' _ "$log"
 echo "tests: $(grep -cE '^\s*--- PASS' "$log") passed, $(grep -cE '^\s*--- FAIL' "$log") failed, $(grep -cE '^\s*--- SKIP' "$log") skipped" >&2
 

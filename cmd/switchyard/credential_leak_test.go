@@ -18,7 +18,6 @@ import (
 	"github.com/switchyard-nix/switchyard/plan/plantest"
 	"github.com/switchyard-nix/switchyard/testbed"
 	"github.com/switchyard-nix/switchyard/testbed/dnsserver"
-	"github.com/switchyard-nix/switchyard/testbed/spireserver"
 )
 
 // SPEC 6.9 / issue 29 item 2: a credential file that does not parse is refused naming
@@ -248,35 +247,6 @@ func TestCredentialLeakIncusClientKeyFile(t *testing.T) {
 				"tf-incus", "refresh", "--tree", tree, "--state-dir", state, "--output", "json")
 			noLeak(t, r, mark, file, state)
 			refusedNaming(t, r, "incusClientKeyFile", c.line, 2)
-		})
-	}
-}
-
-// spireTokenFile is not read (the server's unix socket needs no credential:
-// README): a malformed one changes nothing and is in no output.
-func TestCredentialLeakSpireTokenFile(t *testing.T) {
-	bed := testbed.Require(t)
-	needTofu(t)
-	sp := spireserver.Start(t, operatorDomain)
-	tree := plantest.WriteTree(t, t.TempDir(), plantest.Tree{
-		Nodes:   []plantest.Node{{Name: "web1", Image: bed.Image}},
-		Closure: "tenant-needs-identity",
-		Methods: map[string]map[string]any{"tf-incus-operator": {"project": "switchyard-test-leak", "spireServer": sp.Addr}},
-	})
-	for _, c := range []leakCase{
-		{"two lines", "MARK\nMARK\n", 0},
-		{"a token with spaces", "MARK MARK\n", 0},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			mark := marker(t)
-			file := stageCredential(t, strings.ReplaceAll(c.content, "MARK", mark))
-			state := t.TempDir()
-			r := switchyard(t, []string{`DEPLOYMENT={"deployment-method":{"tf-incus-operator":{"spireTokenFile":"` + file + `"}}}`},
-				"tf-incus-operator", "refresh", "--tree", tree, "--state-dir", state, "--output", "json")
-			noLeak(t, r, mark, file, state)
-			if r.code != 0 {
-				t.Errorf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
-			}
 		})
 	}
 }

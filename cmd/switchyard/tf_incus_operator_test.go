@@ -591,3 +591,36 @@ func operatorState(t *testing.T, b *operatorBed) map[string]nodeResources {
 	}
 	return out
 }
+
+// spireTokenFile is not read (the server's unix socket needs no credential:
+// README): a malformed one changes nothing and is in no output. (With the other
+// tests of spire-server here, late in the package's order: testbed/test.sh builds
+// spire-server while the first tests run, and a test that waits for it holds one of
+// the package's parallel slots.)
+func TestCredentialLeakSpireTokenFile(t *testing.T) {
+	bed := testbed.Require(t)
+	needTofu(t)
+	t.Parallel()
+	sp := spireserver.Start(t, operatorDomain)
+	tree := plantest.WriteTree(t, t.TempDir(), plantest.Tree{
+		Nodes:   []plantest.Node{{Name: "web1", Image: bed.Image}},
+		Closure: "tenant-needs-identity",
+		Methods: map[string]map[string]any{"tf-incus-operator": {"project": "switchyard-test-leak", "spireServer": sp.Addr}},
+	})
+	for _, c := range []leakCase{
+		{"two lines", "MARK\nMARK\n", 0},
+		{"a token with spaces", "MARK MARK\n", 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			mark := marker(t)
+			file := stageCredential(t, strings.ReplaceAll(c.content, "MARK", mark))
+			state := t.TempDir()
+			r := switchyard(t, []string{`DEPLOYMENT={"deployment-method":{"tf-incus-operator":{"spireTokenFile":"` + file + `"}}}`},
+				"tf-incus-operator", "refresh", "--tree", tree, "--state-dir", state, "--output", "json")
+			noLeak(t, r, mark, file, state)
+			if r.code != 0 {
+				t.Errorf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+			}
+		})
+	}
+}

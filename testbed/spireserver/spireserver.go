@@ -20,6 +20,15 @@ import (
 // EnvBinary names a spire-server binary to use instead of the test bed's.
 const EnvBinary = "SWITCHYARD_SPIRE_SERVER"
 
+// EnvBuild names the file testbed/test.sh writes when the spire-server it builds
+// while the test-bed tier's first tests run is ready ("ok ...") or is not (anything
+// else, with where its log is). Unset: the binary is there or it is not.
+const EnvBuild = "SWITCHYARD_SPIRE_SERVER_BUILD"
+
+// buildWait bounds the wait for that build: on an idle 2-core machine it takes a few
+// minutes; the tests beside it slow it down.
+const buildWait = 30 * time.Minute
+
 // Version is the SPIRE version testbed/setup.sh builds (testbed/versions.sh).
 var Version = testbed.Pin("spire")
 
@@ -29,7 +38,7 @@ func Binary() string {
 	if b := os.Getenv(EnvBinary); b != "" {
 		return b
 	}
-	return filepath.Join(testbed.CacheDir(), "spire-"+Version, "spire-server")
+	return filepath.Join(testbed.CacheDir(), "spire-"+Version+"-min", "spire-server")
 }
 
 // Server is a running spire-server, stopped when its test ends.
@@ -49,6 +58,7 @@ const startTimeout = 60 * time.Second
 // missing binary skips t, or fails it when SWITCHYARD_TESTBED=require.
 func Start(t testing.TB, trustDomain string) *Server {
 	t.Helper()
+	waitForBuild(t)
 	bin := Binary()
 	if fi, err := os.Stat(bin); err != nil || fi.Mode()&0o111 == 0 {
 		if err == nil {
@@ -74,6 +84,36 @@ func Start(t testing.TB, trustDomain string) *Server {
 		if attempt == 3 || !strings.Contains(err.Error(), "address already in use") {
 			t.Fatalf("spire-server: %v", err)
 		}
+	}
+}
+
+// waitForBuild waits until the build EnvBuild names has ended, and fails t if it
+// failed or outlasts buildWait.
+func waitForBuild(t testing.TB) {
+	t.Helper()
+	if path := os.Getenv(EnvBuild); path != "" {
+		if err := awaitBuild(path, buildWait, 2*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// awaitBuild polls every poll for the status file at path, until wait has passed:
+// nil once it says "ok", an error with its text when it says anything else.
+func awaitBuild(path string, wait, poll time.Duration) error {
+	deadline := time.Now().Add(wait)
+	for {
+		b, err := os.ReadFile(path)
+		if err == nil {
+			if status := strings.TrimSpace(string(b)); !strings.HasPrefix(status, "ok") {
+				return fmt.Errorf("spire-server's build: %s", status)
+			}
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("spire-server's build has not ended after %v (%s: %v)", wait, EnvBuild, err)
+		}
+		time.Sleep(poll)
 	}
 }
 
