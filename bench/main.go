@@ -56,8 +56,13 @@ func main() {
 	withTF := flag.Bool("tf", true, "measure (f), the no-op tf apply (needs OpenTofu: SWITCHYARD_TOFU, tofu on PATH, or the test bed's cache)")
 	fleet := flag.Bool("fleet", true, "measure (g), the fleet rows (tf rows too when OpenTofu is found)")
 	fleetMax := flag.Int("fleet-max", 16, "the largest fleet of (g)")
+	fleetTF := flag.Bool("fleet-tf", true, "(g): also the tf rows, when OpenTofu is found (false: ssh only)")
 	markdown := flag.String("markdown", "", "also write the figures to this generated page (docs/bench.md), with the machine and the flags")
 	flag.Parse()
+	if *runs < 1 {
+		fmt.Fprintf(os.Stderr, "bench: -runs: %d is not a count of runs (1 or more)\n", *runs)
+		os.Exit(2)
+	}
 	tofuBin := ""
 	if *withTF {
 		var err error
@@ -67,7 +72,9 @@ func main() {
 		}
 	}
 	fleetTofu := tofuBin
-	if *fleet && fleetTofu == "" {
+	if !*fleetTF {
+		fleetTofu = ""
+	} else if *fleet && fleetTofu == "" {
 		fleetTofu, _ = findTofu() // not found: (g) measures ssh only
 	}
 	if !*fleet {
@@ -144,16 +151,19 @@ func run(n, big int, tofuBin, fleetTofu string, fleetMax int) error {
 		return err
 	}
 	binary := filepath.Join(tmp, "switchyard")
-	if out, err := exec.Command("go", "build", "-o", binary, "./cmd/switchyard").CombinedOutput(); err != nil {
+	build := []string{"build", "-o", binary}
+	if *profileDir != "" {
+		if err := os.MkdirAll(*profileDir, 0o755); err != nil {
+			return err
+		}
+		build = append(build, "-tags", "benchprofile")
+	}
+	if out, err := exec.Command("go", append(build, "./cmd/switchyard")...).CombinedOutput(); err != nil {
 		return fmt.Errorf("build switchyard: %v: %s", err, out)
 	}
 
 	if *fleetOnly {
-		fleet, closurePaths, err := fleetRows(ctx, bed, tmp, binary, fleetTofu, fleetMax)
-		if err != nil {
-			return err
-		}
-		return printFleet(stdout, fleet, closurePaths)
+		return fleetAndGoals(ctx, bed, tmp, binary, fleetTofu, fleetMax)
 	}
 
 	tag := strconv.FormatInt(time.Now().UnixNano(), 36)
@@ -201,7 +211,7 @@ func run(n, big int, tofuBin, fleetTofu string, fleetMax int) error {
 	// so a busy machine weighs on both sides alike; the medians are compared.
 	var copyTimes, refTimes, pipeTimes []time.Duration
 	var rss, bytesSent int64
-	for round := 0; round < rounds; round++ {
+	for round := 0; round < *runs; round++ {
 		if round > 0 {
 			for _, nd := range []*testbed.Node{sy, ref} {
 				if _, err := nd.Exec(ctx, append([]string{"nix-store", "--delete"}, paths...)...); err != nil {
@@ -244,6 +254,7 @@ func run(n, big int, tofuBin, fleetTofu string, fleetMax int) error {
 		row{"(a) copy, fresh node vs nix-copy-closure", dur(copyTime), dur(refTime), ratio(copyTime, refTime)},
 		row{"(a) copy, fresh node vs one ssh pipe of the same " + mib(bytesSent), dur(copyTime), dur(pipeTime), ratio(copyTime, pipeTime)},
 	)
+	copyGoals(big, ratio(copyTime, refTime), ratio(copyTime, pipeTime), rss)
 	// (b) re-copy of a present closure.
 	recopy, _, err := timedChild(self, sy, top)
 	if err != nil {
@@ -305,19 +316,30 @@ func run(n, big int, tofuBin, fleetTofu string, fleetMax int) error {
 	}
 
 	w := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintf(w, "closure: %d paths, %s; copies (and tf apply): median of %d alternating rounds\n", len(paths), mib(bytesSent), rounds)
+	fmt.Fprintf(w, "closure: %d paths, %s; copies (and tf apply): median of %d alternating rounds\n", len(paths), mib(bytesSent), *runs)
 	fmt.Fprintln(w, "measure\tswitchyard\treference\tratio")
 	for _, r := range rows {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%.2f\n", r.what, r.measured, r.reference, r.ratio)
 	}
-	if err := w.Flush(); err != nil || fleetMax == 0 {
+	if err := w.Flush(); err != nil {
 		return err
 	}
+	if fleetMax == 0 {
+		return printGoals(stdout)
+	}
+	return fleetAndGoals(ctx, bed, tmp, binary, fleetTofu, fleetMax)
+}
+
+// fleetAndGoals measures and prints (g), then every goal of the run.
+func fleetAndGoals(ctx context.Context, bed *testbed.Bed, tmp, binary, fleetTofu string, fleetMax int) error {
 	fleet, closurePaths, err := fleetRows(ctx, bed, tmp, binary, fleetTofu, fleetMax)
 	if err != nil {
 		return err
 	}
-	return printFleet(stdout, fleet, closurePaths)
+	if err := printFleet(stdout, fleet, closurePaths); err != nil {
+		return err
+	}
+	return printGoals(stdout)
 }
 
 func timedChild(self string, nd *testbed.Node, path string) (time.Duration, int64, error) {
@@ -419,8 +441,9 @@ func lastLine(s string) string {
 	return s
 }
 
-// rounds of the copy comparison; medians are reported.
-const rounds = 3
+// runs is -runs: the rounds of the copy comparison and the runs of the fleet's
+// 1-node and largest rows; medians are reported.
+var runs = flag.Int("runs", 3, "runs of every figure with a goal: the copy rounds of (a), the 1-node and largest rows of (g) (-fleet-runs overrides); medians are reported")
 
 func median(ds []time.Duration) time.Duration {
 	s := append([]time.Duration(nil), ds...)
