@@ -127,10 +127,10 @@ type fleetResult struct {
 	method  string
 	windows windows
 	nodes   int
-	wall   time.Duration
-	cpu    time.Duration // user+sys of switchyard and every descendant it (or they) waited for
-	self   time.Duration // of that, switchyard's own (its last /proc sample)
-	rss    int64         // the largest maxrss among them
+	wall    time.Duration
+	cpu     time.Duration // user+sys of switchyard and every descendant it (or they) waited for
+	self    time.Duration // of that, switchyard's own (its last /proc sample)
+	rss     int64         // the largest maxrss among them
 	// From the events: when the last node's push was done, and per phase the
 	// slowest node's time (the verdicts' phases_ms).
 	lastPush  time.Duration
