@@ -600,18 +600,21 @@ func printPhaseTable(w io.Writer, results []fleetResult) {
 			}
 		}
 	}
-	fmt.Fprintln(w, "\nthe slowest node's time per phase (ms), against the machine's busy share (all its cores) during the apply")
-	fmt.Fprintf(w, "method\twindows\tnodes\tmachine busy\t%s\n", strings.Join(cols, "\t"))
+	fmt.Fprintln(w, "\nthe slowest node's time per phase (ms), against the machine's busy share (all its cores): over the apply, and over the nodes' work (the first phase to the last node's settle)")
+	fmt.Fprintf(w, "method\twindows\tnodes\tbusy: apply\tbusy: work\twork window\t%s\n", strings.Join(cols, "\t"))
 	for _, r := range results {
-		busy := "-"
-		if r.nodeCPU.total > 0 || r.nodeCPU.busy > 0 {
+		busy, work, window := "-", "-", "-"
+		if r.nodeCPU.busy > 0 {
 			busy = fmt.Sprintf("%.0f%%", 100*r.nodeCPU.busy)
+		}
+		if r.nodeCPU.work > 0 {
+			work, window = fmt.Sprintf("%.0f%%", 100*r.nodeCPU.workBusy), dur(r.nodeCPU.work)
 		}
 		cells := make([]string, len(cols))
 		for i, p := range cols {
 			cells[i] = strconv.FormatInt(r.phases[p], 10)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\n", r.method, r.windows.name, r.nodes, busy, strings.Join(cells, "\t"))
+		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", r.method, r.windows.name, r.nodes, busy, work, window, strings.Join(cells, "\t"))
 	}
 }
 
