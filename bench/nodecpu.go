@@ -36,7 +36,7 @@ type nodeCPU struct {
 	// machine and dilute the whole run's share), with the window's length.
 	workBusy float64
 	work     time.Duration
-	ok      bool                     // the cgroups could be read
+	ok       bool // the cgroups could be read
 }
 
 // cgroupUsage is an Incus container's CPU time in ns (testbed.InstanceCPU).
