@@ -51,6 +51,9 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "copy-child" {
 		os.Exit(copyChild(os.Args[2:]))
 	}
+	if len(os.Args) > 1 && os.Args[1] == "sim-child" {
+		os.Exit(simChild(os.Args[2:]))
+	}
 	n := flag.Int("n", 1000, "small store paths in the closure")
 	big := flag.Int("big", 32, "MiB of the large store path")
 	withTF := flag.Bool("tf", true, "measure (f), the no-op tf apply (needs OpenTofu: SWITCHYARD_TOFU, tofu on PATH, or the test bed's cache)")
@@ -136,6 +139,13 @@ type row struct {
 // run measures (a) to (e), (f) when tofuBin is not "", and (g) up to fleetMax nodes
 // (0: not), with tf when fleetTofu is not "".
 func run(n, big int, tofuBin, fleetTofu string, fleetMax int) error {
+	sizes, err := simSizes()
+	if err != nil {
+		return err
+	}
+	if *simOnly {
+		return simulated(sizes)
+	}
 	bed, err := testbed.Open()
 	if err != nil {
 		return err
@@ -163,7 +173,7 @@ func run(n, big int, tofuBin, fleetTofu string, fleetMax int) error {
 	}
 
 	if *fleetOnly {
-		return fleetAndGoals(ctx, bed, tmp, binary, fleetTofu, fleetMax)
+		return fleetAndGoals(ctx, bed, tmp, binary, fleetTofu, fleetMax, sizes)
 	}
 
 	tag := strconv.FormatInt(time.Now().UnixNano(), 36)
@@ -324,22 +334,46 @@ func run(n, big int, tofuBin, fleetTofu string, fleetMax int) error {
 	if err := w.Flush(); err != nil {
 		return err
 	}
-	if fleetMax == 0 {
-		return printGoals(stdout)
-	}
-	return fleetAndGoals(ctx, bed, tmp, binary, fleetTofu, fleetMax)
+	return fleetAndGoals(ctx, bed, tmp, binary, fleetTofu, fleetMax, sizes)
 }
 
-// fleetAndGoals measures and prints (g), then every goal of the run.
-func fleetAndGoals(ctx context.Context, bed *testbed.Bed, tmp, binary, fleetTofu string, fleetMax int) error {
-	fleet, closurePaths, err := fleetRows(ctx, bed, tmp, binary, fleetTofu, fleetMax)
-	if err != nil {
-		return err
+// fleetAndGoals measures and prints (g) (fleetMax 0: not), (s) for simSizes, then
+// every goal of the run.
+func fleetAndGoals(ctx context.Context, bed *testbed.Bed, tmp, binary, fleetTofu string, fleetMax int, simSizes []int) error {
+	if fleetMax > 0 {
+		fleet, closurePaths, err := fleetRows(ctx, bed, tmp, binary, fleetTofu, fleetMax)
+		if err != nil {
+			return err
+		}
+		if err := printFleet(stdout, fleet, closurePaths); err != nil {
+			return err
+		}
 	}
-	if err := printFleet(stdout, fleet, closurePaths); err != nil {
+	if err := simulated(simSizes); err != nil {
 		return err
 	}
 	return printGoals(stdout)
+}
+
+// simulated measures and prints (s) for sizes (none: nothing), deploying the test
+// bed's healthy toplevel, which it builds.
+func simulated(sizes []int) error {
+	if len(sizes) == 0 {
+		return nil
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	top, err := output("nix-build", "testbed/closures", "-A", "healthy", "--no-out-link", "--argstr", "tag", "bench-sim")
+	if err != nil {
+		return err
+	}
+	rows, err := simRows(self, strings.TrimSpace(top), sizes)
+	if err != nil {
+		return err
+	}
+	return printSim(stdout, rows)
 }
 
 func timedChild(self string, nd *testbed.Node, path string) (time.Duration, int64, error) {
