@@ -11,12 +11,16 @@ package main
 // CPU time and peak RSS.
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -69,6 +73,9 @@ func simRows(self, toplevel string, sizes []int) ([]simResult, error) {
 	var out []simResult
 	for _, n := range sizes {
 		cmd := exec.Command(self, "sim-child", "-nodes", strconv.Itoa(n), "-toplevel", toplevel)
+		if *profileDir != "" {
+			cmd.Args = append(cmd.Args, "-heap", filepath.Join(*profileDir, fmt.Sprintf("sim-%d.heap.pprof", n)))
+		}
 		cmd.Env = append(os.Environ(), simWindows.env...)
 		var stderr strings.Builder
 		cmd.Stderr = &stderr
@@ -118,7 +125,12 @@ func simChild(args []string) int {
 	fs := flag.NewFlagSet("sim-child", flag.ExitOnError)
 	nodes := fs.Int("nodes", 1, "")
 	top := fs.String("toplevel", "", "")
+	heap := fs.String("heap", "", "")
 	_ = fs.Parse(args)
+	if *heap != "" {
+		stop := largestHeap(*heap)
+		defer stop()
+	}
 	rec, err := effectstest.LoadRecording(simScenario)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -140,11 +152,48 @@ func simChild(args []string) int {
 			Source: effects.Source{Toplevel: *top}, Config: cfg, Reporter: rep}
 	}
 	results := effects.RunFleet(context.Background(), deploys, *nodes, nil)
+	code := 0
 	for i, r := range results {
 		if r.ExitCode != 0 || !r.Verdict.OK {
 			fmt.Fprintf(os.Stderr, "%s: exit %d: %s\n", deploys[i].Node, r.ExitCode, strings.Join(r.Verdict.Reasons, "; "))
-			return 1
+			code = 1
+			break
 		}
 	}
-	return 0
+	return code
+}
+
+// largestHeap samples the heap every 100 ms until the returned stop is called, and
+// then writes to path the heap profile taken when the heap in use was largest: what
+// the nodes hold at the fleet's peak, not after the bodies returned.
+func largestHeap(path string) (stop func()) {
+	runtime.MemProfileRate = 64 << 10
+	done, finished := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(finished)
+		var best []byte
+		var most uint64
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			if ms.HeapInuse > most {
+				var b bytes.Buffer
+				runtime.GC() // the profile's in-use figures are as of the last GC
+				if pprof.Lookup("heap").WriteTo(&b, 0) == nil {
+					most, best = ms.HeapInuse, b.Bytes()
+				}
+			}
+			select {
+			case <-done:
+				if err := os.WriteFile(path, best, 0o644); err != nil {
+					fmt.Fprintln(os.Stderr, "heap profile:", err)
+				}
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
 }
