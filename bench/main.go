@@ -15,12 +15,18 @@
 //	    state (bench/tf.go; needs OpenTofu, -tf=false skips it);
 //	(g) the deploy of a second generation to 1, 4, 8 and 16 nodes with the ssh method and
 //	    with tf, against the 1-node deploy (bench/fleet.go; -fleet=false skips it,
-//	    -fleet-max caps the node count; tf only when OpenTofu is found). The 1-node and
-//	    the largest row run -fleet-runs times (3) and give the median run's figures.
+//	    -fleet-max caps the node count; tf only when OpenTofu is found), with short
+//	    (3 x 1 s) and default verdict windows (-fleet-windows). The 1-node and the
+//	    largest row run -runs times (3) and give the median run's figures; a table gives
+//	    the slowest node's time per phase next to the machine's busy share;
+//	(s) a simulated fleet of 1, 50 and 200 fake nodes playing recorded systemd state,
+//	    the deploy body in one process: the deployer's CPU and RSS per node (bench/sim.go).
+//
+// Last, every goal of issue 35 with its figure and whether it was met (bench/goals.go).
 //
 // Run as root on a machine with the test bed (testbed/setup.sh):
 //
-//	go run ./bench [-n 1000] [-big 32] [-tf=false] [-fleet=false] [-fleet-max 16] [-markdown docs/bench.md]
+//	go run ./bench [-n 1000] [-big 32] [-runs 3] [-tf=false] [-fleet=false] [-fleet-max 16] [-sim-only] [-profile DIR] [-markdown docs/bench.md]
 //
 // With -markdown the figures also rewrite the one generated figures page, with the
 // machine, the date and the flags of the run.
