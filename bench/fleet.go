@@ -135,9 +135,12 @@ type fleetResult struct {
 	// slowest node's time (the verdicts' phases_ms).
 	lastPush  time.Duration
 	firstBody time.Duration // the first phase event of any node: startup before the bodies
-	phases    map[string]int64
-	events    []stampedEvent
-	nodeCPU   nodeCPU // the nodes' own CPU, by phase, and the machine's busy share
+	// afterBodies is from the last node's conclude to the run's summary: what the
+	// deployer does once every body is done (-1: no conclude was streamed, as with tf).
+	afterBodies time.Duration
+	phases      map[string]int64
+	events      []stampedEvent
+	nodeCPU     nodeCPU // the nodes' own CPU, by phase, and the machine's busy share
 	// walls are the wall times of every run of the row, in order; the row's figures are
 	// those of the run with the median wall time (-fleet-runs).
 	walls []time.Duration
@@ -493,6 +496,7 @@ func timedApply(cmd *exec.Cmd) (fleetResult, error) {
 	}
 	r.phases = map[string]int64{}
 	r.firstBody = -1
+	lastConclude, summary := time.Duration(-1), time.Duration(-1)
 	creating := map[string]time.Duration{}
 	for _, e := range r.events {
 		var ev struct {
@@ -523,6 +527,11 @@ func timedApply(cmd *exec.Cmd) (fleetResult, error) {
 			if ev.Phase == "push" && ev.State != "start" {
 				r.lastPush = max(r.lastPush, e.at)
 			}
+			if ev.Phase == "conclude" && ev.State != "start" {
+				lastConclude = max(lastConclude, e.at)
+			}
+		case "summary":
+			summary = e.at
 		case "verdict":
 			for p, ms := range ev.PhasesMS {
 				r.phases[p] = max(r.phases[p], ms)
@@ -533,6 +542,10 @@ func timedApply(cmd *exec.Cmd) (fleetResult, error) {
 				r.lastPush = max(r.lastPush, at+time.Duration(ms)*time.Millisecond)
 			}
 		}
+	}
+	r.afterBodies = -1
+	if lastConclude >= 0 && summary >= lastConclude {
+		r.afterBodies = summary - lastConclude
 	}
 	return r, nil
 }
@@ -556,7 +569,7 @@ func printFleet(w io.Writer, results []fleetResult, closurePaths int) error {
 		fmt.Fprint(tw, "; the default --parallel (8)")
 	}
 	fmt.Fprintf(tw, "; the 1-node and largest rows: the median of %d runs\n", fleetRunCount())
-	fmt.Fprintln(tw, "method\twindows\tnodes\twall\tvs 1 node\tdeployer part\tvs 1 node\tbodies start\tCPU (user+sys)\tCPU vs 1 node\tof it switchyard's own\tpeak RSS\tconfirmed")
+	fmt.Fprintln(tw, "method\twindows\tnodes\twall\tvs 1 node\tdeployer part\tvs 1 node\tbodies start\tCPU (user+sys)\tCPU vs 1 node\tof it switchyard's own\tpeak RSS\tconfirmed\tafter the last body")
 	one := map[string]fleetResult{}
 	for _, r := range results {
 		if r.nodes == 1 {
@@ -571,8 +584,12 @@ func printFleet(w io.Writer, results []fleetResult, closurePaths int) error {
 			pr = fmt.Sprintf("%.2f", ratio(r.lastPush, o.lastPush))
 			cr = fmt.Sprintf("%.2f", ratio(r.cpu, o.cpu))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", r.method, r.windows.name, r.nodes, dur(r.wall), wr,
-			dur(r.lastPush), pr, dur(r.firstBody), dur(r.cpu), cr, dur(r.self), mib(r.rss), r.confirmed)
+		after := "-"
+		if r.afterBodies >= 0 {
+			after = dur(r.afterBodies)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", r.method, r.windows.name, r.nodes, dur(r.wall), wr,
+			dur(r.lastPush), pr, dur(r.firstBody), dur(r.cpu), cr, dur(r.self), mib(r.rss), r.confirmed, after)
 	}
 	printPhaseTable(tw, results)
 	fmt.Fprintln(tw, "\nmethod\twindows\tnodes\tthe nodes' own CPU (their containers), by the phase each node was in")
