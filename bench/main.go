@@ -68,8 +68,8 @@ func main() {
 	fleetTF := flag.Bool("fleet-tf", true, "(g): also the tf rows, when OpenTofu is found (false: ssh only)")
 	markdown := flag.String("markdown", "", "also write the figures to this generated page (docs/bench.md), with the machine and the flags")
 	flag.Parse()
-	if *runs < 1 {
-		fmt.Fprintf(os.Stderr, "bench: -runs: %d is not a count of runs (1 or more)\n", *runs)
+	if err := checkFlags(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(2)
 	}
 	tofuBin := ""
@@ -110,6 +110,24 @@ func main() {
 			os.Exit(1)
 		}
 	}
+}
+
+// checkFlags refuses a bad count or list before anything is built or launched.
+func checkFlags() error {
+	if *runs < 1 {
+		return fmt.Errorf("-runs: %d is not a count of runs (1 or more)", *runs)
+	}
+	if *fleetRuns < 0 {
+		return fmt.Errorf("-fleet-runs: %d is not a count of runs", *fleetRuns)
+	}
+	if _, err := fleetSizes(); err != nil {
+		return err
+	}
+	if _, err := fleetWindowSets(); err != nil {
+		return err
+	}
+	_, err := simSizes()
+	return err
 }
 
 // stdout is where the figures are printed: os.Stdout, and with -markdown the page too.
