@@ -20,7 +20,7 @@ import (
 func confirmRows(binary, tag string, nd *testbed.Node) ([]row, error) {
 	var on, off []time.Duration
 	var connsOn, connsOff int
-	for round := 0; round < rounds; round++ {
+	for round := 0; round < *runs; round++ {
 		order := []string{"", "0"}
 		if round%2 == 1 {
 			order = []string{"0", ""}

@@ -41,6 +41,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/switchyard-nix/switchyard/effects"
 	"github.com/switchyard-nix/switchyard/plan/plantest"
 	"github.com/switchyard-nix/switchyard/testbed"
 )
@@ -61,8 +62,52 @@ var (
 	fleetParallel = flag.Int("fleet-parallel", 0, "(g): pass --parallel N to every apply (0: the row's node count; -1: the method's default, 8)")
 	fleetOnly     = flag.Bool("fleet-only", false, "measure (g) only")
 	fleetSizesArg = flag.String("fleet-sizes", "1,4,8,16", "(g): the node counts, comma-separated (at most -fleet-max)")
-	fleetRuns     = flag.Int("fleet-runs", 3, "(g): runs of the smallest and the largest row, whose medians give the issue figure")
+	fleetRuns     = flag.Int("fleet-runs", 0, "(g): runs of the smallest and the largest row, whose medians give the issue figures (0: -runs)")
+	fleetWindows  = flag.String("fleet-windows", "short,default", "(g): the verdict windows of the timed deploys, comma-separated: short (3 x 1 s) and default (4 x 5 s)")
 )
+
+// windows are the verdict's cycle-watch windows of a timed deploy: the default
+// (4 x 5 s) hides the work behind 20 s of waiting, short ones (3 x 1 s) show it.
+type windows struct {
+	name string   // "short" or "default"
+	env  []string // the DEPLOY_CYCLE_* settings
+}
+
+var (
+	shortWindows   = windows{"short", []string{"DEPLOY_CYCLE_WINDOWS=3", "DEPLOY_CYCLE_INTERVAL=1"}}
+	defaultWindows = windows{"default", nil}
+)
+
+func (w windows) String() string {
+	if w.name == "short" {
+		return "3 x 1 s windows"
+	}
+	return "default windows (4 x 5 s)"
+}
+
+// fleetWindowSets are -fleet-windows' settings, in order.
+func fleetWindowSets() ([]windows, error) {
+	var out []windows
+	for _, f := range strings.Split(*fleetWindows, ",") {
+		switch strings.TrimSpace(f) {
+		case "short":
+			out = append(out, shortWindows)
+		case "default":
+			out = append(out, defaultWindows)
+		default:
+			return nil, fmt.Errorf("-fleet-windows: %q is neither short nor default", f)
+		}
+	}
+	return out, nil
+}
+
+// fleetRunCount is -fleet-runs, or -runs when it is 0.
+func fleetRunCount() int {
+	if *fleetRuns > 0 {
+		return *fleetRuns
+	}
+	return max(1, *runs)
+}
 
 // fleetSizes are the fleet rows' node counts (at most -fleet-max).
 func fleetSizes() ([]int, error) {
@@ -79,19 +124,23 @@ func fleetSizes() ([]int, error) {
 
 // fleetResult is one timed apply.
 type fleetResult struct {
-	method string
-	nodes  int
-	wall   time.Duration
-	cpu    time.Duration // user+sys of switchyard and every descendant it (or they) waited for
-	self   time.Duration // of that, switchyard's own (its last /proc sample)
-	rss    int64         // the largest maxrss among them
+	method  string
+	windows windows
+	nodes   int
+	wall    time.Duration
+	cpu     time.Duration // user+sys of switchyard and every descendant it (or they) waited for
+	self    time.Duration // of that, switchyard's own (its last /proc sample)
+	rss     int64         // the largest maxrss among them
 	// From the events: when the last node's push was done, and per phase the
 	// slowest node's time (the verdicts' phases_ms).
 	lastPush  time.Duration
 	firstBody time.Duration // the first phase event of any node: startup before the bodies
-	phases    map[string]int64
-	events    []stampedEvent
-	nodeCPU   nodeCPU // the nodes' own CPU, by phase, and the machine's busy share
+	// afterBodies is from the last node's conclude to the run's summary: what the
+	// deployer does once every body is done (-1: no conclude was streamed, as with tf).
+	afterBodies time.Duration
+	phases      map[string]int64
+	events      []stampedEvent
+	nodeCPU     nodeCPU // the nodes' own CPU, by phase, and the machine's busy share
 	// walls are the wall times of every run of the row, in order; the row's figures are
 	// those of the run with the median wall time (-fleet-runs).
 	walls []time.Duration
@@ -158,6 +207,10 @@ func fleetRows(ctx context.Context, bed *testbed.Bed, tmp, binary, tofuBin strin
 	if err != nil {
 		return nil, 0, err
 	}
+	sets, err := fleetWindowSets()
+	if err != nil {
+		return nil, 0, err
+	}
 	methods := []string{"ssh"}
 	if tofuBin != "" {
 		methods = append(methods, "tf")
@@ -172,28 +225,30 @@ func fleetRows(ctx context.Context, bed *testbed.Bed, tmp, binary, tofuBin strin
 	smallest, largest := slices.Min(sizes), slices.Max(sizes)
 	var results []fleetResult
 	for _, method := range methods {
-		for _, n := range sizes {
-			runs := 1
-			if n == smallest || n == largest {
-				runs = max(1, *fleetRuns)
-			}
-			var rs []fleetResult
-			for run := 1; run <= runs; run++ {
-				label := fmt.Sprintf("%s-%d", method, n)
-				if runs > 1 {
-					label = fmt.Sprintf("%s-%d-run%d", method, n, run)
+		for _, win := range sets {
+			for _, n := range sizes {
+				runs := 1
+				if n == smallest || n == largest {
+					runs = fleetRunCount()
 				}
-				r, err := fleetRow(ctx, bed, filepath.Join(dir, label), binary, tofuBin, builders, method, n, label)
-				if err != nil {
-					// The rows measured so far are still printed.
-					fmt.Fprintf(os.Stderr, "bench: (g) %s, %d nodes: %v\n", method, n, err)
-					_ = printFleet(os.Stdout, results, len(strings.Fields(closure)))
-					return nil, 0, fmt.Errorf("(g) %s, %d nodes: %w", method, n, err)
+				var rs []fleetResult
+				for run := 1; run <= runs; run++ {
+					label := fmt.Sprintf("%s-%s-%d", method, win.name, n)
+					if runs > 1 {
+						label = fmt.Sprintf("%s-run%d", label, run)
+					}
+					r, err := fleetRow(ctx, bed, filepath.Join(dir, label), binary, tofuBin, builders, method, win, n, label)
+					if err != nil {
+						// The rows measured so far are still printed.
+						fmt.Fprintf(os.Stderr, "bench: (g) %s, %s, %d nodes: %v\n", method, win, n, err)
+						_ = printFleet(os.Stdout, results, len(strings.Fields(closure)))
+						return nil, 0, fmt.Errorf("(g) %s, %s, %d nodes: %w", method, win, n, err)
+					}
+					fmt.Fprintf(os.Stderr, "bench: (g) %s, %s, %d nodes, run %d of %d: %s\n", method, win, n, run, runs, dur(r.wall))
+					rs = append(rs, r)
 				}
-				fmt.Fprintf(os.Stderr, "bench: (g) %s, %d nodes, run %d of %d: %s\n", method, n, run, runs, dur(r.wall))
-				rs = append(rs, r)
+				results = append(results, medianRun(rs))
 			}
-			results = append(results, medianRun(rs))
 		}
 	}
 	return results, len(strings.Fields(closure)), nil
@@ -226,7 +281,7 @@ derivation {
 // fleetRow launches n fresh nodes (in parallel, before the clock starts), deploys the
 // first generation to them untimed, waits for them to go quiet (waitQuiet), times the
 // deploy of the second with one `switchyard <method> apply` and deletes them.
-func fleetRow(ctx context.Context, bed *testbed.Bed, dir, binary, tofuBin string, builders [2]string, method string, n int, label string) (fleetResult, error) {
+func fleetRow(ctx context.Context, bed *testbed.Bed, dir, binary, tofuBin string, builders [2]string, method string, win windows, n int, label string) (fleetResult, error) {
 	fmt.Fprintf(os.Stderr, "bench: (g) %s, %d nodes: launching\n", method, n)
 	nodes, err := launchFleet(ctx, bed, dir, n)
 	defer func() {
@@ -252,7 +307,8 @@ func fleetRow(ctx context.Context, bed *testbed.Bed, dir, binary, tofuBin string
 	if err := os.WriteFile(filepath.Join(tree, "builder.nix"), []byte(builders[0]), 0o644); err != nil {
 		return fleetResult{}, err
 	}
-	if r, err := timedApply(fleetApply(ctx, bed, dir, binary, tofuBin, tree, method, n)); err != nil {
+	// The untimed generation always takes short windows: its 20 s of waiting measure nothing.
+	if r, err := timedApply(fleetApply(ctx, bed, dir, binary, tofuBin, tree, method, shortWindows, n)); err != nil {
 		return fleetResult{}, fmt.Errorf("the first generation: %s apply: %w", method, err)
 	} else if err := tfCheck(eventLines(r), spec, false); err != nil {
 		return fleetResult{}, fmt.Errorf("the first generation: %s apply: %w", method, err)
@@ -268,9 +324,9 @@ func fleetRow(ctx context.Context, bed *testbed.Bed, dir, binary, tofuBin string
 	fmt.Fprintf(os.Stderr, "bench: (g) %s, %d nodes: waited %s for the nodes to go quiet (quiet: %v); %s apply\n", method, n, waited.Round(time.Second), quiet, method)
 	stopCPU := make(chan struct{})
 	cpuSamples := sampleCPU(instances, time.Now(), stopCPU)
-	r, err := timedApply(fleetApply(ctx, bed, dir, binary, tofuBin, tree, method, n))
+	r, err := timedApply(fleetApply(ctx, bed, dir, binary, tofuBin, tree, method, win, n))
 	close(stopCPU)
-	r.method, r.nodes = method, n
+	r.method, r.windows, r.nodes = method, win, n
 	names := make([]string, len(spec.Nodes))
 	for i, nd := range spec.Nodes {
 		names[i] = nd.Name
@@ -310,7 +366,7 @@ func confirmedNodes(ctx context.Context, nodes []*testbed.Node) int {
 
 // fleetApply is the row's `switchyard <method> apply` of tree, into the row's state
 // and eval cache directories.
-func fleetApply(ctx context.Context, bed *testbed.Bed, dir, binary, tofuBin, tree, method string, n int) *exec.Cmd {
+func fleetApply(ctx context.Context, bed *testbed.Bed, dir, binary, tofuBin, tree, method string, win windows, n int) *exec.Cmd {
 	deployment := fmt.Sprintf(`{"deployment-method":{%q:{"sshKeyFile":%q}}}`, method, bed.KeyFile)
 	args := []string{method, "apply", "--tree", tree, "--state-dir", filepath.Join(dir, "state"), "--output", "json"}
 	switch {
@@ -321,6 +377,8 @@ func fleetApply(ctx context.Context, bed *testbed.Bed, dir, binary, tofuBin, tre
 	}
 	cmd := exec.CommandContext(ctx, binary, args...)
 	cmd.Env = append(os.Environ(), "DEPLOYMENT="+deployment, "DEPLOY_EVAL_CACHE_DIR="+filepath.Join(dir, "eval-cache"), credentialDirs())
+	cmd.Env = append(cmd.Env, win.env...)
+	cmd.Env = append(cmd.Env, profileEnv(filepath.Base(dir))...)
 	if tofuBin != "" {
 		cmd.Env = append(cmd.Env, envTofu+"="+tofuBin)
 	}
@@ -438,6 +496,7 @@ func timedApply(cmd *exec.Cmd) (fleetResult, error) {
 	}
 	r.phases = map[string]int64{}
 	r.firstBody = -1
+	lastConclude, summary := time.Duration(-1), time.Duration(-1)
 	creating := map[string]time.Duration{}
 	for _, e := range r.events {
 		var ev struct {
@@ -468,6 +527,11 @@ func timedApply(cmd *exec.Cmd) (fleetResult, error) {
 			if ev.Phase == "push" && ev.State != "start" {
 				r.lastPush = max(r.lastPush, e.at)
 			}
+			if ev.Phase == "conclude" && ev.State != "start" {
+				lastConclude = max(lastConclude, e.at)
+			}
+		case "summary":
+			summary = e.at
 		case "verdict":
 			for p, ms := range ev.PhasesMS {
 				r.phases[p] = max(r.phases[p], ms)
@@ -479,12 +543,20 @@ func timedApply(cmd *exec.Cmd) (fleetResult, error) {
 			}
 		}
 	}
+	r.afterBodies = -1
+	if lastConclude >= 0 && summary >= lastConclude {
+		r.afterBodies = summary - lastConclude
+	}
 	return r, nil
 }
 
-// printFleet prints the fleet rows after the other rows: per method and size, the
-// wall time and its ratio to the same method's 1-node run, the deployer's part,
-// CPU and peak RSS; then the slowest node's phases; then the two issue figures.
+// key groups the rows a ratio compares: one method with one windows setting.
+func (r fleetResult) key() string { return r.method + ", " + r.windows.String() }
+
+// printFleet prints the fleet rows after the other rows: per method, windows and
+// size, the wall time and its ratio to the same group's 1-node run, the deployer's
+// part, CPU and peak RSS; then the slowest node's time per phase against the
+// machine's busy share; then the goals of the fleet (goals.go).
 func printFleet(w io.Writer, results []fleetResult, closurePaths int) error {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "\n(g) fleet: the deploy of a second generation (%d paths, none on the nodes; the same toplevel on every node; confirmed over a fresh connection) by one switchyard process", closurePaths)
@@ -496,60 +568,71 @@ func printFleet(w io.Writer, results []fleetResult, closurePaths int) error {
 	default:
 		fmt.Fprint(tw, "; the default --parallel (8)")
 	}
-	fmt.Fprintln(tw)
-	fmt.Fprintln(tw, "method\tnodes\twall\tvs 1 node\tdeployer part\tvs 1 node\tbodies start\tCPU (user+sys)\tCPU vs 1 node\tof it switchyard's own\tpeak RSS\tconfirmed")
+	fmt.Fprintf(tw, "; the 1-node and largest rows: the median of %d runs\n", fleetRunCount())
+	fmt.Fprintln(tw, "method\twindows\tnodes\twall\tvs 1 node\tdeployer part\tvs 1 node\tbodies start\tCPU (user+sys)\tCPU vs 1 node\tof it switchyard's own\tpeak RSS\tconfirmed\tafter the last body")
 	one := map[string]fleetResult{}
 	for _, r := range results {
 		if r.nodes == 1 {
-			one[r.method] = r
+			one[r.key()] = r
 		}
 	}
 	for _, r := range results {
-		o, ok := one[r.method]
+		o, ok := one[r.key()]
 		wr, pr, cr := "-", "-", "-"
 		if ok {
 			wr = fmt.Sprintf("%.2f", ratio(r.wall, o.wall))
 			pr = fmt.Sprintf("%.2f", ratio(r.lastPush, o.lastPush))
 			cr = fmt.Sprintf("%.2f", ratio(r.cpu, o.cpu))
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", r.method, r.nodes, dur(r.wall), wr,
-			dur(r.lastPush), pr, dur(r.firstBody), dur(r.cpu), cr, dur(r.self), mib(r.rss), r.confirmed)
-	}
-	fmt.Fprintln(tw, "\nmethod\tnodes\tslowest node's phases (ms)")
-	for _, r := range results {
-		var names []string
-		for p := range r.phases {
-			names = append(names, p)
+		after := "-"
+		if r.afterBodies >= 0 {
+			after = dur(r.afterBodies)
 		}
-		sort.Slice(names, func(i, j int) bool { return r.phases[names[i]] > r.phases[names[j]] })
-		var parts []string
-		for _, p := range names {
-			parts = append(parts, fmt.Sprintf("%s %d", p, r.phases[p]))
-		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\n", r.method, r.nodes, strings.Join(parts, ", "))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", r.method, r.windows.name, r.nodes, dur(r.wall), wr,
+			dur(r.lastPush), pr, dur(r.firstBody), dur(r.cpu), cr, dur(r.self), mib(r.rss), r.confirmed, after)
 	}
-	fmt.Fprintln(tw, "\nmethod\tnodes\tmachine busy\tthe nodes' own CPU (their containers), by the phase each node was in")
+	printPhaseTable(tw, results)
+	fmt.Fprintln(tw, "\nmethod\twindows\tnodes\tthe nodes' own CPU (their containers), by the phase each node was in")
 	for _, r := range results {
-		fmt.Fprintf(tw, "%s\t%d\t%.0f%%\t%s\n", r.method, r.nodes, 100*r.nodeCPU.busy, r.nodeCPU)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", r.method, r.windows.name, r.nodes, r.nodeCPU)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	for _, method := range []string{"ssh", "tf"} {
-		o, ok := one[method]
-		if !ok {
-			continue
-		}
-		var most fleetResult
+	fleetGoals(results)
+	return nil
+}
+
+// printPhaseTable prints, per row, the slowest node's time in each phase of the body
+// (the verdicts' phases_ms) next to the machine's busy share over the apply: a phase
+// that grows with the fleet while the machine is not busy waits on something shared
+// that is not the CPU.
+func printPhaseTable(w io.Writer, results []fleetResult) {
+	var cols []string
+	for _, p := range effects.PhaseNames() {
 		for _, r := range results {
-			if r.method == method && r.nodes > most.nodes {
-				most = r
+			if r.phases[p] >= 5 {
+				cols = append(cols, p)
+				break
 			}
 		}
-		fmt.Fprintf(w, "issue 14 figure, %s: %d nodes / 1 node = %s / %s = %.2f (goal: at most 2)%s\n",
-			method, most.nodes, dur(most.wall), dur(o.wall), ratio(most.wall, o.wall), runsNote(most, o))
 	}
-	return nil
+	fmt.Fprintln(w, "\nthe slowest node's time per phase (ms), against the machine's busy share (all its cores): over the apply, and over the nodes' work (the first phase to the last node's settle)")
+	fmt.Fprintf(w, "method\twindows\tnodes\tbusy: apply\tbusy: work\twork window\t%s\n", strings.Join(cols, "\t"))
+	for _, r := range results {
+		busy, work, window := "-", "-", "-"
+		if r.nodeCPU.busy > 0 {
+			busy = fmt.Sprintf("%.0f%%", 100*r.nodeCPU.busy)
+		}
+		if r.nodeCPU.work > 0 {
+			work, window = fmt.Sprintf("%.0f%%", 100*r.nodeCPU.workBusy), dur(r.nodeCPU.work)
+		}
+		cells := make([]string, len(cols))
+		for i, p := range cols {
+			cells[i] = strconv.FormatInt(r.phases[p], 10)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", r.method, r.windows.name, r.nodes, busy, work, window, strings.Join(cells, "\t"))
+	}
 }
 
 // runsNote says, when a figure's rows ran more than once, that it is a ratio of medians
@@ -636,4 +719,17 @@ func raiseLimits() error {
 // submitted credential (SPEC 6.9), as an operator's deployer names its staging area.
 func credentialDirs() string {
 	return "SWITCHYARD_CREDENTIAL_DIRS=" + strings.Join(testbed.CredentialDirs(), ":")
+}
+
+// profileDir is -profile: the directory the deployer's block and mutex profiles of
+// every fleet apply go to (the switchyard binary is then built with -tags benchprofile).
+var profileDir = flag.String("profile", "", "(g): write the ssh deployer's block and mutex profiles of each apply to this directory (LABEL.block.pprof, LABEL.mutex.pprof)")
+
+// profileEnv is the environment that makes a benchprofile build write the apply's
+// profiles as label's, none without -profile.
+func profileEnv(label string) []string {
+	if *profileDir == "" {
+		return nil
+	}
+	return []string{"SWITCHYARD_BENCH_PROFILE=" + filepath.Join(*profileDir, label)}
 }

@@ -46,3 +46,30 @@ func TestRunsNote(t *testing.T) {
 		t.Errorf("runsNote of single runs = %q, want none", got)
 	}
 }
+
+// The work window's busy share runs from the first phase event to the last node's
+// settle, from the samples bracketing it; the waiting after it does not dilute it.
+func TestWorkShare(t *testing.T) {
+	s := time.Second
+	samples := []cpuSample{
+		{at: 0, busy: 0, total: 100},
+		{at: 1 * s, busy: 10, total: 200},    // before the work
+		{at: 2 * s, busy: 100, total: 300},   // busy
+		{at: 3 * s, busy: 190, total: 400},   // busy
+		{at: 10 * s, busy: 200, total: 1100}, // the windows: idle
+	}
+	ev := func(at time.Duration, line string) stampedEvent { return stampedEvent{at, line} }
+	events := []stampedEvent{
+		ev(1*s, `{"kind":"phase","node":"n01","phase":"build","state":"start"}`),
+		ev(2500*time.Millisecond, `{"kind":"phase","node":"n01","phase":"settle","state":"start"}`),
+		ev(3*s, `{"kind":"phase","node":"n02","phase":"settle","state":"start"}`),
+		ev(9*s, `{"kind":"verdict","node":"n01"}`),
+	}
+	share, window := workShare(samples, events)
+	if share != 0.9 || window != 2*s {
+		t.Errorf("workShare = %v over %v, want 0.9 over 2s", share, window)
+	}
+	if share, _ := workShare(samples, events[:1]); share != 0 {
+		t.Errorf("no settle: share %v, want none", share)
+	}
+}

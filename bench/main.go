@@ -15,12 +15,18 @@
 //	    state (bench/tf.go; needs OpenTofu, -tf=false skips it);
 //	(g) the deploy of a second generation to 1, 4, 8 and 16 nodes with the ssh method and
 //	    with tf, against the 1-node deploy (bench/fleet.go; -fleet=false skips it,
-//	    -fleet-max caps the node count; tf only when OpenTofu is found). The 1-node and
-//	    the largest row run -fleet-runs times (3) and give the median run's figures.
+//	    -fleet-max caps the node count; tf only when OpenTofu is found), with short
+//	    (3 x 1 s) and default verdict windows (-fleet-windows). The 1-node and the
+//	    largest row run -runs times (3) and give the median run's figures; a table gives
+//	    the slowest node's time per phase next to the machine's busy share;
+//	(s) a simulated fleet of 1, 50 and 200 fake nodes playing recorded systemd state,
+//	    the deploy body in one process: the deployer's CPU and RSS per node (bench/sim.go).
+//
+// Last, every goal of issue 35 with its figure and whether it was met (bench/goals.go).
 //
 // Run as root on a machine with the test bed (testbed/setup.sh):
 //
-//	go run ./bench [-n 1000] [-big 32] [-tf=false] [-fleet=false] [-fleet-max 16] [-markdown docs/bench.md]
+//	go run ./bench [-n 1000] [-big 32] [-runs 3] [-tf=false] [-fleet=false] [-fleet-max 16] [-sim-only] [-profile DIR] [-markdown docs/bench.md]
 //
 // With -markdown the figures also rewrite the one generated figures page, with the
 // machine, the date and the flags of the run.
@@ -51,13 +57,21 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "copy-child" {
 		os.Exit(copyChild(os.Args[2:]))
 	}
+	if len(os.Args) > 1 && os.Args[1] == "sim-child" {
+		os.Exit(simChild(os.Args[2:]))
+	}
 	n := flag.Int("n", 1000, "small store paths in the closure")
 	big := flag.Int("big", 32, "MiB of the large store path")
 	withTF := flag.Bool("tf", true, "measure (f), the no-op tf apply (needs OpenTofu: SWITCHYARD_TOFU, tofu on PATH, or the test bed's cache)")
 	fleet := flag.Bool("fleet", true, "measure (g), the fleet rows (tf rows too when OpenTofu is found)")
 	fleetMax := flag.Int("fleet-max", 16, "the largest fleet of (g)")
+	fleetTF := flag.Bool("fleet-tf", true, "(g): also the tf rows, when OpenTofu is found (false: ssh only)")
 	markdown := flag.String("markdown", "", "also write the figures to this generated page (docs/bench.md), with the machine and the flags")
 	flag.Parse()
+	if err := checkFlags(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
+	}
 	tofuBin := ""
 	if *withTF {
 		var err error
@@ -67,7 +81,9 @@ func main() {
 		}
 	}
 	fleetTofu := tofuBin
-	if *fleet && fleetTofu == "" {
+	if !*fleetTF {
+		fleetTofu = ""
+	} else if *fleet && fleetTofu == "" {
 		fleetTofu, _ = findTofu() // not found: (g) measures ssh only
 	}
 	if !*fleet {
@@ -94,6 +110,24 @@ func main() {
 			os.Exit(1)
 		}
 	}
+}
+
+// checkFlags refuses a bad count or list before anything is built or launched.
+func checkFlags() error {
+	if *runs < 1 {
+		return fmt.Errorf("-runs: %d is not a count of runs (1 or more)", *runs)
+	}
+	if *fleetRuns < 0 {
+		return fmt.Errorf("-fleet-runs: %d is not a count of runs", *fleetRuns)
+	}
+	if _, err := fleetSizes(); err != nil {
+		return err
+	}
+	if _, err := fleetWindowSets(); err != nil {
+		return err
+	}
+	_, err := simSizes()
+	return err
 }
 
 // stdout is where the figures are printed: os.Stdout, and with -markdown the page too.
@@ -129,6 +163,13 @@ type row struct {
 // run measures (a) to (e), (f) when tofuBin is not "", and (g) up to fleetMax nodes
 // (0: not), with tf when fleetTofu is not "".
 func run(n, big int, tofuBin, fleetTofu string, fleetMax int) error {
+	sizes, err := simSizes()
+	if err != nil {
+		return err
+	}
+	if *simOnly {
+		return simulated(sizes)
+	}
 	bed, err := testbed.Open()
 	if err != nil {
 		return err
@@ -144,16 +185,19 @@ func run(n, big int, tofuBin, fleetTofu string, fleetMax int) error {
 		return err
 	}
 	binary := filepath.Join(tmp, "switchyard")
-	if out, err := exec.Command("go", "build", "-o", binary, "./cmd/switchyard").CombinedOutput(); err != nil {
+	build := []string{"build", "-o", binary}
+	if *profileDir != "" {
+		if err := os.MkdirAll(*profileDir, 0o755); err != nil {
+			return err
+		}
+		build = append(build, "-tags", "benchprofile")
+	}
+	if out, err := exec.Command("go", append(build, "./cmd/switchyard")...).CombinedOutput(); err != nil {
 		return fmt.Errorf("build switchyard: %v: %s", err, out)
 	}
 
 	if *fleetOnly {
-		fleet, closurePaths, err := fleetRows(ctx, bed, tmp, binary, fleetTofu, fleetMax)
-		if err != nil {
-			return err
-		}
-		return printFleet(stdout, fleet, closurePaths)
+		return fleetAndGoals(ctx, bed, tmp, binary, fleetTofu, fleetMax, sizes)
 	}
 
 	tag := strconv.FormatInt(time.Now().UnixNano(), 36)
@@ -201,7 +245,7 @@ func run(n, big int, tofuBin, fleetTofu string, fleetMax int) error {
 	// so a busy machine weighs on both sides alike; the medians are compared.
 	var copyTimes, refTimes, pipeTimes []time.Duration
 	var rss, bytesSent int64
-	for round := 0; round < rounds; round++ {
+	for round := 0; round < *runs; round++ {
 		if round > 0 {
 			for _, nd := range []*testbed.Node{sy, ref} {
 				if _, err := nd.Exec(ctx, append([]string{"nix-store", "--delete"}, paths...)...); err != nil {
@@ -244,6 +288,7 @@ func run(n, big int, tofuBin, fleetTofu string, fleetMax int) error {
 		row{"(a) copy, fresh node vs nix-copy-closure", dur(copyTime), dur(refTime), ratio(copyTime, refTime)},
 		row{"(a) copy, fresh node vs one ssh pipe of the same " + mib(bytesSent), dur(copyTime), dur(pipeTime), ratio(copyTime, pipeTime)},
 	)
+	copyGoals(big, ratio(copyTime, refTime), ratio(copyTime, pipeTime), rss)
 	// (b) re-copy of a present closure.
 	recopy, _, err := timedChild(self, sy, top)
 	if err != nil {
@@ -305,19 +350,54 @@ func run(n, big int, tofuBin, fleetTofu string, fleetMax int) error {
 	}
 
 	w := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintf(w, "closure: %d paths, %s; copies (and tf apply): median of %d alternating rounds\n", len(paths), mib(bytesSent), rounds)
+	fmt.Fprintf(w, "closure: %d paths, %s; copies (and tf apply): median of %d alternating rounds\n", len(paths), mib(bytesSent), *runs)
 	fmt.Fprintln(w, "measure\tswitchyard\treference\tratio")
 	for _, r := range rows {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%.2f\n", r.what, r.measured, r.reference, r.ratio)
 	}
-	if err := w.Flush(); err != nil || fleetMax == 0 {
+	if err := w.Flush(); err != nil {
 		return err
 	}
-	fleet, closurePaths, err := fleetRows(ctx, bed, tmp, binary, fleetTofu, fleetMax)
+	return fleetAndGoals(ctx, bed, tmp, binary, fleetTofu, fleetMax, sizes)
+}
+
+// fleetAndGoals measures and prints (g) (fleetMax 0: not), (s) for simSizes, then
+// every goal of the run.
+func fleetAndGoals(ctx context.Context, bed *testbed.Bed, tmp, binary, fleetTofu string, fleetMax int, simSizes []int) error {
+	if fleetMax > 0 {
+		fleet, closurePaths, err := fleetRows(ctx, bed, tmp, binary, fleetTofu, fleetMax)
+		if err != nil {
+			return err
+		}
+		if err := printFleet(stdout, fleet, closurePaths); err != nil {
+			return err
+		}
+	}
+	if err := simulated(simSizes); err != nil {
+		return err
+	}
+	return printGoals(stdout)
+}
+
+// simulated measures and prints (s) for sizes (none: nothing), deploying the test
+// bed's healthy toplevel, which it builds.
+func simulated(sizes []int) error {
+	if len(sizes) == 0 {
+		return nil
+	}
+	self, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	return printFleet(stdout, fleet, closurePaths)
+	top, err := output("nix-build", "testbed/closures", "-A", "healthy", "--no-out-link", "--argstr", "tag", "bench-sim")
+	if err != nil {
+		return err
+	}
+	rows, err := simRows(self, strings.TrimSpace(top), sizes)
+	if err != nil {
+		return err
+	}
+	return printSim(stdout, rows)
 }
 
 func timedChild(self string, nd *testbed.Node, path string) (time.Duration, int64, error) {
@@ -419,8 +499,9 @@ func lastLine(s string) string {
 	return s
 }
 
-// rounds of the copy comparison; medians are reported.
-const rounds = 3
+// runs is -runs: the rounds of the copy comparison and the runs of the fleet's
+// 1-node and largest rows; medians are reported.
+var runs = flag.Int("runs", 3, "runs of every figure with a goal: the copy rounds of (a), the 1-node and largest rows of (g) (-fleet-runs overrides); medians are reported")
 
 func median(ds []time.Duration) time.Duration {
 	s := append([]time.Duration(nil), ds...)

@@ -31,7 +31,12 @@ type nodeCPU struct {
 	total   time.Duration            // the nodes' CPU, summed
 	byPhase map[string]time.Duration // of it, per phase (summed over nodes)
 	busy    float64                  // the machine's busy share of all its cores over the run
-	ok      bool                     // the cgroups could be read
+	// workBusy is that share over the nodes' work only: from the first phase event
+	// to the last node's start of settle (the waiting windows after it idle the
+	// machine and dilute the whole run's share), with the window's length.
+	workBusy float64
+	work     time.Duration
+	ok       bool // the cgroups could be read
 }
 
 // cgroupUsage is an Incus container's CPU time in ns (testbed.InstanceCPU).
@@ -122,6 +127,7 @@ func splitCPU(samples []cpuSample, nodeNames []string, events []stampedEvent) no
 		}
 		return p
 	}
+	res.workBusy, res.work = workShare(samples, events)
 	first, last := samples[0], samples[len(samples)-1]
 	for i, name := range nodeNames {
 		if first.nodes[i] == 0 || last.nodes[i] == 0 {
@@ -138,6 +144,41 @@ func splitCPU(samples []cpuSample, nodeNames []string, events []stampedEvent) no
 	}
 	res.ok = true
 	return res
+}
+
+// workShare is the machine's busy share from the first phase event to the last
+// "settle" start (the nodes' work, before the verdict's waiting), and that window.
+func workShare(samples []cpuSample, events []stampedEvent) (float64, time.Duration) {
+	from, to := time.Duration(-1), time.Duration(0)
+	for _, e := range events {
+		var ev struct{ Kind, Phase, State string }
+		if json.Unmarshal([]byte(e.line), &ev) != nil || ev.Kind != "phase" {
+			continue
+		}
+		if from < 0 {
+			from = e.at
+		}
+		if ev.Phase == "settle" && ev.State == "start" {
+			to = max(to, e.at)
+		}
+	}
+	if from < 0 || to <= from {
+		return 0, 0
+	}
+	// The samples bracketing the window: the last at or before from, the first at or after to.
+	var a, b *cpuSample
+	for i := range samples {
+		if samples[i].at <= from {
+			a = &samples[i]
+		}
+		if samples[i].at >= to && b == nil {
+			b = &samples[i]
+		}
+	}
+	if a == nil || b == nil || b.total <= a.total {
+		return 0, 0
+	}
+	return float64(b.busy-a.busy) / float64(b.total-a.total), b.at - a.at
 }
 
 // String is the split, largest first: "total 12.3s; cycle-watch 5.1s, switch 3.2s, ...".

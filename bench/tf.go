@@ -123,7 +123,7 @@ func tfRows(ctx context.Context, bed *testbed.Bed, tmp, binary, tofuBin string, 
 	}
 
 	var applyTimes, planTimes []time.Duration
-	for round := 0; round < rounds; round++ {
+	for round := 0; round < *runs; round++ {
 		sides := []func() error{
 			func() error {
 				var out string

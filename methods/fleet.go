@@ -248,14 +248,29 @@ func (f *fleet) deployStage(ctx context.Context, cfg effects.Config, nodes []*pl
 			SkipUnchanged: true, Journal: f.journal()})
 		planned = append(planned, n)
 	}
-	for i, r := range effects.RunFleet(ctx, deploys, f.width(), f.body) {
-		n := planned[i]
-		codes[n.Name] = r.ExitCode
+	index := make(map[*effects.Deploy]int, len(deploys))
+	for i, d := range deploys {
+		index[d] = i
+	}
+	body := f.body
+	if body == nil {
+		body = func(ctx context.Context, d *effects.Deploy) effects.Result { return d.Run(ctx) }
+	}
+	// Each node's receipt is made and delivered as soon as its body ends, by its own
+	// worker: kept one after another once the whole fleet was done, they were a
+	// queue at the end of every apply (issue 35: a local nix-store query and a
+	// command on the node each, up to deliverTimeout for a slow node, times the fleet).
+	results := effects.RunFleet(ctx, deploys, f.width(), func(ctx context.Context, d *effects.Deploy) effects.Result {
+		r := body(ctx, d)
+		if i := index[d]; f.rec != nil && !cfg.VerdictOnly {
+			f.keepReceipt(ctx, planned[i], d.Transport, drvs[i], r)
+		}
+		return r
+	})
+	for i, r := range results {
+		codes[planned[i].Name] = r.ExitCode
 		if r.ExitCode == ExitOK {
 			ok++
-		}
-		if f.rec != nil && !cfg.VerdictOnly {
-			f.keepReceipt(ctx, n, deploys[i].Transport, drvs[i], r)
 		}
 	}
 	return ok

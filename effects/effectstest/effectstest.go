@@ -54,10 +54,23 @@ var _ effects.Transport = (*Node)(nil)
 // verdict/testdata): running its toplevel's predecessor, a switch that activates.
 func Load(t testing.TB, scenario string) *Node {
 	t.Helper()
-	dir := filepath.Join(testdata(t), scenario)
-	raw, err := os.ReadFile(filepath.Join(dir, "recording.json"))
+	n, err := LoadRecording(scenario)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return n
+}
+
+// LoadRecording is Load outside a test (the bench's simulated fleet).
+func LoadRecording(scenario string) (*Node, error) {
+	td, err := testdata()
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(td, scenario)
+	raw, err := os.ReadFile(filepath.Join(dir, "recording.json"))
+	if err != nil {
+		return nil, err
 	}
 	var rec struct {
 		Toplevel   string   `json:"toplevel"`
@@ -69,7 +82,7 @@ func Load(t testing.TB, scenario string) *Node {
 		} `json:"samples"`
 	}
 	if err := json.Unmarshal(raw, &rec); err != nil {
-		t.Fatal(err)
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, "recording.json"), err)
 	}
 	n := &Node{Toplevel: rec.Toplevel, Owned: rec.Owned, Wanted: rec.Wanted, SwitchExit: rec.SwitchExit,
 		Activates: true, Current: "/nix/store/00000000000000000000000000000000-nixos-system-previous",
@@ -77,21 +90,21 @@ func Load(t testing.TB, scenario string) *Node {
 	for _, s := range rec.Samples {
 		b, err := os.ReadFile(filepath.Join(dir, s.File))
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		n.Samples = append(n.Samples, b)
 	}
-	return n
+	return n, nil
 }
 
 // testdata is verdict/testdata, found from this file's place in the module so
 // that any package's tests can load a recording.
-func testdata(t testing.TB) string {
+func testdata() (string, error) {
 	_, file, _, ok := runtime.Caller(0)
 	if !ok {
-		t.Fatal("effectstest: cannot locate verdict/testdata")
+		return "", fmt.Errorf("effectstest: cannot locate verdict/testdata")
 	}
-	return filepath.Join(filepath.Dir(file), "..", "..", "verdict", "testdata")
+	return filepath.Join(filepath.Dir(file), "..", "..", "verdict", "testdata"), nil
 }
 
 // Record adds s to the node's log.

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Every goal of issue 35 is printed with its figure and met or not met; one the run
+// did not measure says what would measure it.
+func TestGoals(t *testing.T) {
+	goals = nil
+	t.Cleanup(func() { goals = nil })
+	s := time.Second
+	copyGoals(32, 0.43, 1.41, 28<<20)
+	row := func(method string, w windows, nodes int, wall time.Duration, rss int64) fleetResult {
+		return fleetResult{method: method, windows: w, nodes: nodes, wall: wall, rss: rss, walls: []time.Duration{wall, wall, wall}}
+	}
+	fleetGoals([]fleetResult{
+		row("ssh", shortWindows, 1, 6*s, 30<<20), row("ssh", shortWindows, 16, 8*s, 70<<20),
+		row("ssh", defaultWindows, 1, 22*s, 30<<20), row("ssh", defaultWindows, 16, 28*s, 60<<20),
+		row("tf", shortWindows, 1, 6*s, 80<<20), row("tf", shortWindows, 4, 7*s, 80<<20),
+	})
+	var b bytes.Buffer
+	if err := printGoals(&b); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{
+		"(a) copy of the bench closure vs nix-copy-closure  0.43x",
+		"at most 0.5x  met",
+		"(a) copy of the bench closure vs one ssh pipe  1.41x",
+		"at most 1.3x  not met",
+		"not measured (-big 1024)",
+		"(g) ssh, 3 x 1 s windows: 16 nodes vs 1 node  1.33x (8s / 6s)  at most 1.5x  met  medians of 3 runs: 16 nodes 8s, 8s, 8s; 1 node 6s, 6s, 6s",
+		"(g) ssh, 3 x 1 s windows: deployer peak RSS at 16 nodes  70.0 MiB",
+		"(g) ssh, default windows (4 x 5 s): 16 nodes vs 1 node  1.27x",
+		"at most 1.2x  not met",
+		"(g) ssh, default windows (4 x 5 s): deployer peak RSS at 16 nodes  60.0 MiB",
+		"under 64 MiB  met",
+		"(g) tf, 3 x 1 s windows: 16 nodes vs 1 node  -",
+		"not measured (-fleet-sizes with 1 and 16 (largest here: 4))",
+	} {
+		if !strings.Contains(squeeze(out), want) {
+			t.Errorf("no %q in:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "tf, 3 x 1 s windows: deployer peak RSS") {
+		t.Errorf("an RSS goal for tf:\n%s", out)
+	}
+}
+
+// squeeze makes tabwriter's runs of spaces two spaces.
+func squeeze(s string) string {
+	for strings.Contains(s, "   ") {
+		s = strings.ReplaceAll(s, "   ", "  ")
+	}
+	return s
+}
