@@ -77,10 +77,10 @@ func hostCmd(t *testing.T, argv ...string) {
 
 // pushLine is a run's push line of node: the copy's counts.
 type pushLine struct {
-	msg                                  string
+	msg                              string
 	paths, missing, sent, fromCaches int
-	bytes                                int64
-	cachesFailed                         bool
+	bytes                            int64
+	cachesFailed                     bool
 }
 
 var pushLinePattern = regexp.MustCompile(`^(\S+): push: (\d+) paths in the closure, (\d+) missing, (\d+) sent \((\d+) bytes\)(?:, (\d+) from the node's caches( \(they failed: .*\))?)?$`)
@@ -141,7 +141,9 @@ func TestSSHSubstituteOnNode(t *testing.T) {
 		if v := r.verdict(t); v["ok"] != true {
 			t.Fatalf("%s: verdict %v", gen, v)
 		}
-		return push(t, r, "web1")
+		p := push(t, r, "web1")
+		t.Logf("%s %v: %s", gen, args, p.msg)
+		return p
 	}
 
 	// (a) Everything the node lacks is in its cache: no path, no NAR byte, from
