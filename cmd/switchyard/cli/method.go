@@ -55,7 +55,7 @@ func methodFlagSet(m method.Method, verb string, f *methodFlags) *flag.FlagSet {
 				"boot (set the profile and boot entry only: not judged), test (activate and confirm only)")
 		}
 	}
-	if (verb == "apply" || verb == "plan") && m.Runner == method.RunnerSSH {
+	if verb == "apply" || verb == "plan" && m.Runner == method.RunnerSSH {
 		fs.BoolVar(&f.noSubstitute, "no-substitute", false, "stream every path a node lacks: no node first fetches from the binary caches of its own Nix configuration (as its substituteOnNode = false)")
 	}
 	if verb == "status" {
