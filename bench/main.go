@@ -4,7 +4,9 @@
 //
 //	(a) copy of a closure of ~1,000 small paths plus one of tens of MiB, against
 //	    nix-copy-closure of the same closure to an identical fresh node, and against
-//	    the same bytes through one ssh pipe (the limit);
+//	    the same bytes through one ssh pipe (the limit); and with half the closure
+//	    in the node's own binary cache, against the same copy without it
+//	    (bench/substitute.go);
 //	(b) a re-copy of the present closure, against `ssh node true`;
 //	(c) peak RSS of the copying process;
 //	(d) TCP connections opened per deploy (counted by the node's sshd);
@@ -141,8 +143,10 @@ func copyChild(args []string) int {
 	kh := fs.String("known-hosts", "", "")
 	key := fs.String("key", "", "")
 	path := fs.String("path", "", "")
+	noSubstitute := fs.Bool("no-substitute", false, "")
 	_ = fs.Parse(args)
-	t, err := ssh.New(ssh.Config{User: "root", Host: "127.0.0.1", Port: *port, KnownHostsFile: *kh, KeyFiles: []string{*key}})
+	t, err := ssh.New(ssh.Config{User: "root", Host: "127.0.0.1", Port: *port, KnownHostsFile: *kh, KeyFiles: []string{*key},
+		NoSubstitute: *noSubstitute})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -289,6 +293,11 @@ func run(n, big int, tofuBin, fleetTofu string, fleetMax int) error {
 		row{"(a) copy, fresh node vs one ssh pipe of the same " + mib(bytesSent), dur(copyTime), dur(pipeTime), ratio(copyTime, pipeTime)},
 	)
 	copyGoals(big, ratio(copyTime, refTime), ratio(copyTime, pipeTime), rss)
+	sub, err := substituteRow(ctx, self, tmp, sy, top, paths)
+	if err != nil {
+		return err
+	}
+	rows = append(rows, sub)
 	// (b) re-copy of a present closure.
 	recopy, _, err := timedChild(self, sy, top)
 	if err != nil {
@@ -400,9 +409,9 @@ func simulated(sizes []int) error {
 	return printSim(stdout, rows)
 }
 
-func timedChild(self string, nd *testbed.Node, path string) (time.Duration, int64, error) {
-	cmd := exec.Command(self, "copy-child", "--port", strconv.Itoa(nd.SSHPort), "--known-hosts", nd.KnownHosts,
-		"--key", nd.KeyFile, "--path", path)
+func timedChild(self string, nd *testbed.Node, path string, args ...string) (time.Duration, int64, error) {
+	cmd := exec.Command(self, append([]string{"copy-child", "--port", strconv.Itoa(nd.SSHPort), "--known-hosts", nd.KnownHosts,
+		"--key", nd.KeyFile, "--path", path}, args...)...)
 	start := time.Now()
 	err := runCmd(cmd)
 	took := time.Since(start)

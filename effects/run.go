@@ -344,12 +344,31 @@ func (r *run) push(ctx context.Context) error {
 	}
 	if c, ok := r.d.Transport.(CopyCounter); ok {
 		paths, missing, sent, bytes := c.CopyCounts()
-		r.log("info", "%s: push: %d paths in the closure, %d missing, %d sent (%d bytes)", r.d.Node, paths, missing, sent, bytes)
+		r.log("info", "%s: push: %d paths in the closure, %d missing, %d sent (%d bytes)%s", r.d.Node, paths, missing, sent, bytes,
+			substituted(r.d.Transport, missing))
 		if cr, ok := r.d.Reporter.(CopyReporter); ok {
 			cr.Copied(r.d.Node, bytes)
 		}
 	}
 	return nil
+}
+
+// substituted is the push line's account of the node's own caches: how many of
+// the missing paths came from them, or why none did. Nothing when the node was not
+// asked (substitution off) or lacked nothing.
+func substituted(t Transport, missing int) string {
+	c, ok := t.(SubstituteCounter)
+	if !ok {
+		return ""
+	}
+	asked, n, failed := c.CopySubstituted()
+	switch {
+	case !asked || missing == 0:
+		return ""
+	case failed != "":
+		return fmt.Sprintf(", %d from the node's caches (they failed: %s)", n, failed)
+	}
+	return fmt.Sprintf(", %d from the node's caches", n)
 }
 
 // 5. snapshot

@@ -75,3 +75,11 @@ var (
 type CopyCounter interface {
 	CopyCounts() (paths, missing, sent int, bytes int64)
 }
+
+// SubstituteCounter is what a transport may also tell about its last
+// CopyClosure's substitution on the node: whether the node was asked to fetch
+// the missing paths from its own binary caches first, how many it did, and,
+// when its caches failed (the copy then streamed the rest), the node's words.
+type SubstituteCounter interface {
+	CopySubstituted() (asked bool, substituted int, failed string)
+}

@@ -35,8 +35,11 @@ type fleet struct {
 	out      Reporter
 	parallel int
 	offline  bool
-	rollout  rollout.Spec // apply's stages (setRollout); the zero Spec: every node at once
-	signer   signed       // the submission's hash and signer: the plan's provenance (SPEC 6.8)
+	// noSubstitute is --no-substitute: no node fetches from its own caches, whatever
+	// its substituteOnNode.
+	noSubstitute bool
+	rollout      rollout.Spec // apply's stages (setRollout); the zero Spec: every node at once
+	signer       signed       // the submission's hash and signer: the plan's provenance (SPEC 6.8)
 
 	// apply's receipts (SPEC 6.8): rec keeps each body's phases; nil: none are made.
 	rec  *receipt.Recorder
@@ -56,7 +59,8 @@ type fleet struct {
 }
 
 func newFleet(m method.Method, d *merge.Deployment, p *plan.Plan, cfg effects.Config, out Reporter, req Request) *fleet {
-	f := &fleet{m: m, d: d, s: d.Typed(), p: p, cfg: cfg, out: out, parallel: req.Parallel, offline: req.Offline}
+	f := &fleet{m: m, d: d, s: d.Typed(), p: p, cfg: cfg, out: out, parallel: req.Parallel, offline: req.Offline,
+		noSubstitute: req.NoSubstitute}
 	f.open = f.transport
 	var cache *evalcache.Cache
 	if err := evalcache.Usable(cfg.EvalCacheDir); err != nil {
@@ -118,19 +122,23 @@ func (f *fleet) transport(n *plan.Node) (effects.Transport, error) {
 			return nil, fmt.Errorf("%s: no incus settings", n.Name)
 		}
 		return transports.Open(transports.Spec{Kind: transports.Incus, Incus: incus.Config{Instance: n.Name,
-			Project: f.projectOf(n), Remote: f.s.IncusRemote, KeyFile: f.s.IncusClientKeyFile}})
+			Project: f.projectOf(n), Remote: f.s.IncusRemote, KeyFile: f.s.IncusClientKeyFile, NoSubstitute: f.noSubstituteOn(n)}})
 	}
 	s := n.Plan.SSH
 	if s == nil {
 		return nil, fmt.Errorf("%s: no ssh settings", n.Name)
 	}
 	cfg := ssh.Config{User: s.User, Host: s.Host, Port: int(s.Port), HostKey: s.HostKey,
-		KnownHostsFile: f.s.KnownHostsFile}
+		KnownHostsFile: f.s.KnownHostsFile, NoSubstitute: f.noSubstituteOn(n)}
 	if key := f.s.SSHKeyFile; key != "" {
 		cfg.KeyFiles = []string{key}
 	}
 	return transports.Open(transports.Spec{Kind: transports.SSH, SSH: cfg})
 }
+
+// noSubstituteOn tells whether n's copies stream every missing path: the run's
+// --no-substitute or the node's substituteOnNode = false.
+func (f *fleet) noSubstituteOn(n *plan.Node) bool { return f.noSubstitute || n.Plan.NoSubstitute }
 
 // evaluate gives a node's toplevel derivation through the eval cache.
 func evaluate(ctx context.Context, cache *evalcache.Cache, n *plan.Node) (string, string, error) {

@@ -64,6 +64,9 @@ type Request struct {
 	AllowOlder bool
 	// Mode is apply --mode (ssh method): switch, boot or test; "" is switch.
 	Mode string
+	// NoSubstitute is --no-substitute (plan and apply of the ssh method): every
+	// node is sent all it lacks, none fetches from its own binary caches.
+	NoSubstitute bool
 	// Cached is status --cached: the last receipt's verdict, not a fresh one.
 	Cached bool
 	Getenv func(string) string

@@ -692,6 +692,13 @@ func (r *tfRun) providerRun() (contract.Run, int, error) {
 		run.JournalDir = filepath.Join(r.p.StateDir, "journal")
 	}
 	run.SSHKeyFile = r.s.SSHKeyFile
+	if r.p != nil {
+		for _, n := range r.p.Nodes {
+			if r.noSubstituteOn(n) {
+				run.NoSubstitute = append(run.NoSubstitute, n.Name)
+			}
+		}
+	}
 	if r.rec != nil {
 		// The provider makes each deployed node's receipt: it gets the run's
 		// provenance, and the receipt key's path as it gets the SSH key's.

@@ -133,6 +133,7 @@ func computeNode(d *merge.Deployment, s Selected, coords map[string]string, stat
 		Domain: d.Domain, Email: d.Email,
 		Applications: map[string]map[string]any{},
 		Coordinates:  coords,
+		NoSubstitute: !node.SubstituteOnNode,
 	}
 	switch d.Method.Transport {
 	case method.SSH:

@@ -25,6 +25,10 @@ type NodePlan struct {
 	// The node's settings for the method's transport: exactly one is set.
 	SSH   *definition.SSH
 	Incus *definition.Incus
+	// NoSubstitute is the node's substituteOnNode = false: the copy streams every
+	// path the node lacks. plan.json holds it only when set, so a tree that
+	// leaves the default keeps its nixos_conf.
+	NoSubstitute bool
 }
 
 // Node is one planned node.

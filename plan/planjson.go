@@ -35,6 +35,9 @@ func (p *NodePlan) Data() map[string]any {
 	if p.Incus != nil {
 		out["incus"] = p.Incus.Data()
 	}
+	if p.NoSubstitute {
+		out["substituteOnNode"] = false
+	}
 	return out
 }
 
@@ -70,7 +73,7 @@ func readPlan(b []byte) (*NodePlan, error) {
 	}
 	required := []string{"node", "group", "method", "domain", "email", "applications", "modules", "coordinates"}
 	for _, k := range slices.Sorted(maps.Keys(top)) {
-		if !contains(required, k) && k != "ssh" && k != "incus" {
+		if !contains(required, k) && k != "ssh" && k != "incus" && k != "substituteOnNode" {
 			return nil, field.Errorf(field.Path("").Key(k), "unknown field")
 		}
 	}
@@ -128,6 +131,13 @@ func readPlan(b []byte) (*NodePlan, error) {
 			return nil, wrongType(at.Key(name), c, data.String)
 		}
 		p.Coordinates[name] = s
+	}
+	if v, ok := top["substituteOnNode"]; ok {
+		b, ok := v.(bool)
+		if !ok {
+			return nil, wrongType(field.Path("").Key("substituteOnNode"), v, data.Boolean)
+		}
+		p.NoSubstitute = !b
 	}
 	if v, ok := top["ssh"]; ok {
 		if p.SSH, err = definition.DecodeSSH(v, field.Path("").Key("ssh")); err != nil {

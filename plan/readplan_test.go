@@ -18,8 +18,22 @@ func TestReadPlan(t *testing.T) {
 	if err != nil || string(b) != samplePlan {
 		t.Errorf("round trip:\n got %s\nwant %s (%v)", b, samplePlan, err)
 	}
+	// substituteOnNode = false is kept; the default (true) is never written, so a
+	// tree that leaves it keeps its nixos_conf.
+	off := strings.TrimSuffix(samplePlan, "}") + `,"substituteOnNode":false}`
+	p, err = ReadPlan([]byte(off))
+	if err != nil || !p.NoSubstitute {
+		t.Fatalf("substituteOnNode false: %+v, %v", p, err)
+	}
+	if b, _ := p.JSON(); string(b) != off {
+		t.Errorf("round trip:\n got %s\nwant %s", b, off)
+	}
+	if p, err := ReadPlan([]byte(strings.Replace(off, "false", "true", 1))); err != nil || p.NoSubstitute {
+		t.Errorf("substituteOnNode true: %+v, %v", p, err)
+	}
 	for _, tc := range []struct{ edit, path, reason string }{
 		{`"node":"web1"`, "node", "missing"},
+		{`"node":"web1","substituteOnNode":"no"`, "substituteOnNode", "wrong type: a string, want a boolean"},
 		{`"node":"web1","extra":1`, "extra", "unknown field"},
 		{`"node":1`, "node", "wrong type"},
 		{`"modules":["hosts/web1.nix"]`, "modules[0]", "wrong type: a string, want a tree path"},

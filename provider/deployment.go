@@ -405,11 +405,15 @@ func (m *deploymentModel) transport(s *session) (effects.Transport, error) {
 	if msg := transportChoice(m.Host, m.IncusInstance); msg != "" {
 		return nil, errors.New(msg)
 	}
+	noSubstitute := slices.Contains(s.run.NoSubstitute, m.Node.ValueString())
 	if inst := m.IncusInstance.ValueString(); inst != "" {
-		return transports.Open(s.incusSpec(inst, m.IncusProject.ValueString()))
+		spec := s.incusSpec(inst, m.IncusProject.ValueString())
+		spec.Incus.NoSubstitute = noSubstitute
+		return transports.Open(spec)
 	}
 	spec := transports.Spec{Kind: transports.SSH, SSH: ssh.Config{User: m.User.ValueString(), Host: m.Host.ValueString(),
-		Port: int(m.Port.ValueInt64()), HostKey: m.HostKey.ValueString(), KnownHostsFile: m.KnownHostsFile.ValueString()}}
+		Port: int(m.Port.ValueInt64()), HostKey: m.HostKey.ValueString(), KnownHostsFile: m.KnownHostsFile.ValueString(),
+		NoSubstitute: noSubstitute}}
 	if key := s.run.SSHKeyFile; key != "" {
 		spec.SSH.KeyFiles = []string{key}
 	}

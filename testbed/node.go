@@ -64,6 +64,13 @@ func (b *Bed) Launch(ctx context.Context, label, dir string) (*Node, error) {
 	if err := n.waitBoot(ctx); err != nil {
 		return n, err
 	}
+	// The image's Nix has the default binary cache, which no test node can reach:
+	// each copy would spend seconds in its retries when the node substitutes
+	// (switchyard's default). A node with no cache, as the host; a test that
+	// wants one configures it.
+	if _, err := n.Exec(ctx, "sh", "-c", "echo 'substituters =' >>/etc/nix/nix.conf"); err != nil {
+		return n, fmt.Errorf("configure the node's Nix: %w", err)
+	}
 	pub, err := os.ReadFile(b.KeyFile + ".pub")
 	if err != nil {
 		return n, err

@@ -50,7 +50,7 @@ const good = `{
     "web": {"applications": ["hello", "mail"], "nodes": {
       "web1": {"modules": ["hosts/web1.nix"], "tags": ["edge", "eu-1"], "ssh": {"host": "192.0.2.10", "hostKey": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIB4inzM5jOx8xxmjhITtKFD7q0B50Pu07HOHGjAEY+JB comment"},
                "incus": {"image": "nixos/25.05", "limits": {"cpu": 2, "memory": "2GiB"}}},
-      "web2": {"enable": false}
+      "web2": {"enable": false, "substituteOnNode": false}
     }},
     "empty": {}
   },
@@ -71,7 +71,7 @@ func TestLoadJSON(t *testing.T) {
 		},
 		Groups: map[string]Group{
 			"web": {Applications: []string{"hello", "mail"}, Nodes: map[string]Node{
-				"web1": {Enable: true, Modules: []data.RepoPath{"hosts/web1.nix"}, Tags: []string{"edge", "eu-1"},
+				"web1": {Enable: true, Modules: []data.RepoPath{"hosts/web1.nix"}, Tags: []string{"edge", "eu-1"}, SubstituteOnNode: true,
 					SSH:   &SSH{Host: "192.0.2.10", Port: 22, User: "root", HostKey: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIB4inzM5jOx8xxmjhITtKFD7q0B50Pu07HOHGjAEY+JB"},
 					Incus: &Incus{Image: "nixos/25.05", Profiles: []string{"default"}, Limits: Limits{CPU: 2, Memory: "2GiB"}, Type: InstanceContainer}},
 				"web2": {Enable: false},
@@ -102,7 +102,7 @@ func TestRefusals(t *testing.T) {
 	}{
 		{"unknown top-level field", edit(`"domain"`, `"domian": 1, "domain"`), "domian", "unknown field", nil},
 		{"unknown application field", edit(`"enable": true,`, `"enable": true, "modul": "x",`), "applications.hello.modul", "unknown field", nil},
-		{"unknown node field", edit(`"web2": {"enable": false}`, `"web2": {"enable": false, "sshh": {}}`), "groups.web.nodes.web2.sshh", "unknown field", nil},
+		{"unknown node field", edit(`"web2": {"enable": false,`, `"web2": {"enable": false, "sshh": {},`), "groups.web.nodes.web2.sshh", "unknown field", nil},
 		{"unknown ssh field", edit(`"host": "192.0.2.10"`, `"host": "192.0.2.10", "hots": "x"`), "groups.web.nodes.web1.ssh.hots", "unknown field", nil},
 		{"unknown limit", edit(`"cpu": 2`, `"cpu": 2, "disk": "1G"`), "groups.web.nodes.web1.incus.limits.disk", "unknown field", nil},
 		{"unknown group field", edit(`"empty": {}`, `"empty": {"hosts": []}`), "groups.empty.hosts", "unknown field", nil},
@@ -140,6 +140,7 @@ func TestRefusals(t *testing.T) {
 		{"image missing", edit(`"image": "nixos/25.05", `, ``), "groups.web.nodes.web1.incus.image", "required", nil},
 		{"unknown instance type", edit(`"image": "nixos/25.05", `, `"image": "nixos/25.05", "type": "vm", `), "groups.web.nodes.web1.incus.type", `"vm" is not an instance type: want "container" or "virtual-machine"`, nil},
 		{"instance type of the wrong type", edit(`"image": "nixos/25.05", `, `"image": "nixos/25.05", "type": true, `), "groups.web.nodes.web1.incus.type", "wrong type", nil},
+		{"substituteOnNode of the wrong type", edit(`"substituteOnNode": false`, `"substituteOnNode": "no"`), "groups.web.nodes.web2.substituteOnNode", "wrong type: a string, want a boolean", nil},
 		{"enable of the wrong type", edit(`"enable": true,`, `"enable": "yes",`), "applications.hello.enable", "wrong type: a string, want a boolean", nil},
 		{"settings not an object", edit(`"module": "./apps//mail.nix"`, `"module": "./apps//mail.nix", "settings": []`), "applications.mail.settings", "wrong type: an array, want an object", nil},
 		{"nixpkgs relative", edit(`"domain"`, `"nixpkgs": "nixpkgs", "domain"`), "nixpkgs", "not an absolute path", nil},

@@ -16,11 +16,14 @@ func decodeNode(v any, at field.Path) (Node, error) {
 	if err != nil {
 		return Node{}, err
 	}
-	if err := o.only("enable", "modules", "tags", "ssh", "incus"); err != nil {
+	if err := o.only("enable", "modules", "tags", "substituteOnNode", "ssh", "incus"); err != nil {
 		return Node{}, err
 	}
 	var n Node
 	if n.Enable, err = o.bool("enable", true); err != nil {
+		return Node{}, err
+	}
+	if n.SubstituteOnNode, err = o.bool("substituteOnNode", true); err != nil {
 		return Node{}, err
 	}
 	if mods, ok := o.m["modules"]; ok {

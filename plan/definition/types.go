@@ -102,8 +102,12 @@ type Node struct {
 	Enable  bool // default true; a disabled node is neither planned nor listed
 	Modules []data.RepoPath
 	Tags    []string // what --on's @tag selects by; the tree's only, never a submission's
-	SSH     *SSH     // the ssh transport's settings (methods ssh, tf)
-	Incus   *Incus   // the incus transport's settings (methods tf-incus, tf-incus-operator)
+	// SubstituteOnNode (default true) lets the node fetch the paths it lacks from
+	// the binary caches of its own Nix configuration before the deployer streams
+	// the rest. The tree's only: a submission sets nothing of a node.
+	SubstituteOnNode bool
+	SSH              *SSH   // the ssh transport's settings (methods ssh, tf)
+	Incus            *Incus // the incus transport's settings (methods tf-incus, tf-incus-operator)
 }
 
 // SSH is how the ssh transport reaches a node.

@@ -25,6 +25,9 @@ type Node struct {
 	// alias its instance is created from; it then has no ssh settings.
 	Image string
 	Tags  []string // the node's tags (--on @tag)
+	// NoSubstitute writes substituteOnNode = false: the node never fetches from
+	// its own caches.
+	NoSubstitute bool
 }
 
 // Tree is what WriteTree writes.
@@ -102,6 +105,9 @@ func Write(dir string, spec Tree) error {
 		}
 		if len(n.Tags) > 0 {
 			node["tags"] = n.Tags
+		}
+		if n.NoSubstitute {
+			node["substituteOnNode"] = false
 		}
 		nodes[n.Name] = node
 		files[filepath.Join("hosts", n.Name+".nix")] = "{ ... }: { networking.hostName = \"" + n.Name + "\"; }\n"

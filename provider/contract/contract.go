@@ -38,6 +38,10 @@ type Run struct {
 	// orders the stages itself (each node's deployment depends on the stage before
 	// it); the provider holds a node whose stage before it did not pass. nil: none.
 	Rollout map[string]Step `json:"rollout,omitempty"`
+	// NoSubstitute is the nodes whose copies stream every path they lack: their
+	// substituteOnNode = false, or every node with --no-substitute. The others
+	// first fetch what the binary caches of their own Nix configuration hold.
+	NoSubstitute []string `json:"no_substitute,omitempty"`
 }
 
 // Step is a node's place in a staged rollout.

@@ -10,5 +10,5 @@ import (
 // (node.CopyClosure), `nix-store --serve --write` running there as one exec.
 // LastCopy tells what the copy did.
 func (t *Transport) CopyClosure(ctx context.Context, paths []string) error {
-	return node.CopyClosure(ctx, bulkRunner{t}, &t.Copies, paths, nil, t.cfg.CopyIdle)
+	return node.CopyClosure(ctx, bulkRunner{t}, &t.Copies, paths, nil, t.cfg.CopyIdle, !t.cfg.NoSubstitute)
 }

@@ -764,6 +764,16 @@ func copyTo(ctx context.Context, node *fakeNode, local nixserve.Store, paths ...
 
 // copyCounting is copyTo that also counts the writes that reach the node.
 func copyCounting(ctx context.Context, node *fakeNode, local nixserve.Store, paths ...string) (nixserve.Stats, int, error, error) {
+	return copyCountingWith(ctx, node, local, nixserve.Options{}, paths...)
+}
+
+// copyWith is copyTo with the copy's options; it gives Copy's error.
+func copyWith(ctx context.Context, node *fakeNode, local nixserve.Store, opt nixserve.Options, paths ...string) (nixserve.Stats, error) {
+	st, _, err, _ := copyCountingWith(ctx, node, local, opt, paths...)
+	return st, err
+}
+
+func copyCountingWith(ctx context.Context, node *fakeNode, local nixserve.Store, opt nixserve.Options, paths ...string) (nixserve.Stats, int, error, error) {
 	toNodeR, pw := io.Pipe()
 	toNodeW := &writeCounter{w: pw}
 	// The node's output is buffered, as a pipe or an SSH channel buffers it: the
@@ -779,7 +789,7 @@ func copyCounting(ctx context.Context, node *fakeNode, local nixserve.Store, pat
 		toNodeR.CloseWithError(errors.New("the node's command has ended"))
 		served <- err
 	}()
-	st, err := nixserve.Copy(ctx, fromNodeR, toNodeW, paths, local)
+	st, err := nixserve.CopyWith(ctx, fromNodeR, toNodeW, paths, local, opt)
 	pw.Close()
 	return st, toNodeW.writes, err, <-served
 }

@@ -30,6 +30,23 @@ type Stats struct {
 	Missing int   // of those, the paths the node did not hold
 	Sent    int   // paths sent to the node in full, each in its entirety
 	Bytes   int64 // bytes written to the node, protocol included
+	// Substituted is how many of the missing paths the node fetched from its own
+	// binary caches (Options.Substitute) instead of being sent them.
+	Substituted int
+	// Substitute tells that the node was asked to substitute; SubstituteFailed is
+	// then, when not empty, why its caches gave nothing (the node's words): the
+	// copy went on without them.
+	Substitute       bool
+	SubstituteFailed string
+}
+
+// Options are a copy's choices.
+type Options struct {
+	// Substitute lets the node fetch the paths it lacks from the binary caches of
+	// its own Nix configuration (its substituters and trusted keys, never the
+	// deployer's) before the rest is streamed: the serve protocol's
+	// cmdQueryValidPaths with substitute = 1.
+	Substitute bool
 }
 
 // Store is the local side of a copy: where the closure is computed and the
@@ -80,15 +97,25 @@ const bufSize = 64 << 10
 // remote command ends). The Stats are filled in as far as the copy got, also when
 // it fails.
 func Copy(ctx context.Context, r io.Reader, w io.Writer, paths []string, local Store) (Stats, error) {
-	st, err := copyPaths(ctx, r, w, paths, local)
+	return CopyWith(ctx, r, w, paths, local, Options{})
+}
+
+// CopyWith is Copy with opt. With opt.Substitute the node is asked a second time,
+// for the paths it lacks and with substitute = 1: its nix-store tries its own
+// substituters for them and answers which are valid then; only the others are
+// streamed. A node whose substitution fails ends its nix-store (Nix throws from
+// the query when a cache is unreachable), and the error is then a
+// *SubstituteError: CopyThrough copies again without substitution.
+func CopyWith(ctx context.Context, r io.Reader, w io.Writer, paths []string, local Store, opt Options) (Stats, error) {
+	st, err := copyPaths(ctx, r, w, paths, local, opt)
 	if err != nil && ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
 		err = fmt.Errorf("%w (%v)", ctx.Err(), err)
 	}
 	return st, err
 }
 
-func copyPaths(ctx context.Context, r io.Reader, w io.Writer, paths []string, local Store) (Stats, error) {
-	var st Stats
+func copyPaths(ctx context.Context, r io.Reader, w io.Writer, paths []string, local Store, opt Options) (Stats, error) {
+	st := Stats{Substitute: opt.Substitute}
 	if len(paths) == 0 {
 		return st, nil
 	}
@@ -139,35 +166,26 @@ func copyPaths(ctx context.Context, r io.Reader, w io.Writer, paths []string, lo
 
 	// Which of the closure does the node hold? lock: the node keeps them from
 	// its garbage collector until the copy ends.
-	enc.uint64(cmdQueryValidPaths)
-	enc.uint64(1) // lock
-	enc.uint64(0) // substitute
-	enc.strings(closure)
-	if err := enc.flush(); err != nil {
-		return st, fmt.Errorf("asking the node for valid paths: %w", err)
-	}
-	answer, err := readStrings(in, len(closure), maxToken)
+	valid, err := queryValid(enc, in, closure, false)
 	if err != nil {
-		return st, fmt.Errorf("reading the node's valid paths: %w", noEOF(err))
+		return st, err
 	}
-	inClosure := make(map[string]bool, len(closure))
-	for _, p := range closure {
-		inClosure[p] = true
-	}
-	valid := make(map[string]bool, len(answer))
-	for _, p := range answer {
-		if !inClosure[p] {
-			return st, fmt.Errorf("the node answered with %q, which was not asked about", clip(p))
-		}
-		valid[p] = true
-	}
-	var missing []string
-	for _, p := range closure {
-		if !valid[p] {
-			missing = append(missing, p)
-		}
-	}
+	missing := notIn(closure, valid)
 	st.Missing = len(missing)
+	if len(missing) > 0 && opt.Substitute {
+		// The node's own caches first: what they hold never crosses the
+		// deployer's link. Asked apart from the first query, so that the push
+		// line can say how many paths came from them.
+		got, err := queryValid(enc, in, missing, true)
+		if err != nil {
+			return st, &SubstituteError{err}
+		}
+		st.Substituted = len(got)
+		for p := range got {
+			valid[p] = true
+		}
+		missing = notIn(missing, valid)
+	}
 	if len(missing) == 0 {
 		return st, nil
 	}
@@ -202,6 +220,60 @@ func copyPaths(ctx context.Context, r io.Reader, w io.Writer, paths []string, lo
 	}
 	return st, nil
 }
+
+// queryValid asks the node which of paths it holds (cmdQueryValidPaths, with
+// lock: the node keeps them from its garbage collector until the copy ends),
+// after trying its substituters for them when substitute is set. The answer is
+// bounded by the question: at most len(paths) paths, each one asked about.
+func queryValid(enc *encoder, in io.Reader, paths []string, substitute bool) (map[string]bool, error) {
+	enc.uint64(cmdQueryValidPaths)
+	enc.uint64(1) // lock
+	if substitute {
+		enc.uint64(1)
+	} else {
+		enc.uint64(0)
+	}
+	enc.strings(paths)
+	if err := enc.flush(); err != nil {
+		return nil, fmt.Errorf("asking the node for valid paths: %w", err)
+	}
+	answer, err := readStrings(in, len(paths), maxToken)
+	if err != nil {
+		return nil, fmt.Errorf("reading the node's valid paths: %w", noEOF(err))
+	}
+	asked := make(map[string]bool, len(paths))
+	for _, p := range paths {
+		asked[p] = true
+	}
+	valid := make(map[string]bool, len(answer))
+	for _, p := range answer {
+		if !asked[p] {
+			return nil, fmt.Errorf("the node answered with %q, which was not asked about", clip(p))
+		}
+		valid[p] = true
+	}
+	return valid, nil
+}
+
+// notIn is paths without those in valid, in their order.
+func notIn(paths []string, valid map[string]bool) []string {
+	var out []string
+	for _, p := range paths {
+		if !valid[p] {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// SubstituteError is a copy that broke off while the node substituted from its
+// caches: nothing was streamed yet.
+type SubstituteError struct{ Err error }
+
+func (e *SubstituteError) Error() string {
+	return "substituting from the node's caches: " + e.Err.Error()
+}
+func (e *SubstituteError) Unwrap() error { return e.Err }
 
 // readGreeting reads the node's answer to the greeting and gives the node's
 // protocol version.

@@ -32,6 +32,32 @@ type RunFunc func(ctx context.Context, argv []string, stdin io.Reader, stdout, s
 // Stats are those of Copy; errors begin "copy: ", and an error of run itself (the
 // node not reached or refused) is wrapped as it is.
 func CopyThrough(ctx context.Context, run RunFunc, paths []string, wrap func(io.Writer) io.Writer) (Stats, error) {
+	return CopyThroughWith(ctx, run, paths, wrap, Options{})
+}
+
+// CopyThroughWith is CopyThrough with opt. With opt.Substitute, a node whose
+// substitution fails (its nix-store ends: Nix throws from the query when one of
+// its caches cannot be reached) gets a second session without substitution, in
+// which the deployer streams what is still missing: a cache that is down costs
+// the node's attempt, never the copy. The Stats are then the second session's,
+// with the paths its caches did give before the failure (valid by now) counted
+// as substituted, the bytes of both sessions, and SubstituteFailed the node's words.
+func CopyThroughWith(ctx context.Context, run RunFunc, paths []string, wrap func(io.Writer) io.Writer, opt Options) (Stats, error) {
+	st, err := copyThrough(ctx, run, paths, wrap, opt)
+	var se *SubstituteError
+	if err == nil || !opt.Substitute || !errors.As(err, &se) || ctx.Err() != nil {
+		return st, err
+	}
+	again, err := copyThrough(ctx, run, paths, wrap, Options{})
+	again.Substitute = true
+	again.SubstituteFailed = se.Err.Error()
+	again.Substituted = max(0, st.Missing-again.Missing)
+	again.Missing = st.Missing
+	again.Bytes += st.Bytes
+	return again, err
+}
+
+func copyThrough(ctx context.Context, run RunFunc, paths []string, wrap func(io.Writer) io.Writer, opt Options) (Stats, error) {
 	if len(paths) == 0 {
 		return Stats{}, nil
 	}
@@ -59,7 +85,7 @@ func CopyThrough(ctx context.Context, run RunFunc, paths []string, wrap func(io.
 	w = halfCloser{w, stdinW}
 	// The greeting goes out before any local work: a node that cannot be
 	// reached, or is refused, fails the copy before the closure is computed.
-	st, copyErr := Copy(ctx, stdoutR, w, paths, throughStore)
+	st, copyErr := CopyWith(ctx, stdoutR, w, paths, throughStore, opt)
 	// End of input: the node's nix-store ends, after the last command or, when
 	// the copy broke off, in the middle of a path, which it then drops.
 	_ = stdinW.Close()
@@ -76,6 +102,11 @@ func CopyThrough(ctx context.Context, run RunFunc, paths []string, wrap func(io.
 		msg := fmt.Sprintf("nix-store --serve on the node exited %d", res.code)
 		if last := nodeWords(stderr.String()); last != "" {
 			msg += ": " + last
+		}
+		var se *SubstituteError
+		if errors.As(copyErr, &se) {
+			// The node's substitution failed: its words say why.
+			return st, fmt.Errorf("copy: %w", &SubstituteError{errors.New(msg)})
 		}
 		if copyErr == nil || errors.Is(copyErr, errServeEnded) {
 			// The node's side ended the copy: its words say why, and where its

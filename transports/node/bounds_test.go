@@ -91,7 +91,7 @@ func (stuck) Run(ctx context.Context, _ effects.Command) (int, error) {
 func TestCopyIdle(t *testing.T) {
 	start := time.Now()
 	var c Copies
-	err := CopyClosure(context.Background(), stuck{}, &c, []string{"/nix/store/00000000000000000000000000000000-x"}, nil, 200*time.Millisecond)
+	err := CopyClosure(context.Background(), stuck{}, &c, []string{"/nix/store/00000000000000000000000000000000-x"}, nil, 200*time.Millisecond, true)
 	var d *DeadlineError
 	if !errors.As(err, &d) || !d.Idle || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("CopyClosure: %v; want the copy's idle deadline", err)

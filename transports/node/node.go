@@ -165,18 +165,27 @@ func (c *Copies) CopyCounts() (paths, missing, sent int, bytes int64) {
 	return st.Paths, st.Missing, st.Sent, st.Bytes
 }
 
+// CopySubstituted is LastCopy's substitution for the deploy body
+// (effects.SubstituteCounter).
+func (c *Copies) CopySubstituted() (asked bool, substituted int, failed string) {
+	st := c.LastCopy()
+	return st.Substitute, st.Substituted, st.SubstituteFailed
+}
+
 // CopyClosure makes paths and their closures valid on the node: `nix-store --serve
 // --write` runs there through r, is asked once which paths of the closure it holds,
 // and gets the missing ones streamed in dependency order (nixserve.CopyThrough, with
 // this machine's Nix as the local store). The node adds each path as it arrives, so
 // after a cut the next copy sends only what is still missing. wrap, when not nil,
 // wraps what is written to the node (for tests). c records what the copy did.
+// With substitute the node first fetches what its own binary caches hold
+// (nixserve.Options.Substitute); only the rest is streamed.
 //
 // r runs the copy's command without the bounds of other commands (its stream is
 // the one a deploy sends, and lasts as long as the closure is large); the copy
 // fails instead once no byte has moved to or from the node for idle
 // (DefaultCopyIdle when not positive), its error a *DeadlineError.
-func CopyClosure(ctx context.Context, r Runner, c *Copies, paths []string, wrap func(io.Writer) io.Writer, idle time.Duration) error {
+func CopyClosure(ctx context.Context, r Runner, c *Copies, paths []string, wrap func(io.Writer) io.Writer, idle time.Duration, substitute bool) error {
 	if idle <= 0 {
 		idle = DefaultCopyIdle
 	}
@@ -185,9 +194,11 @@ func CopyClosure(ctx context.Context, r Runner, c *Copies, paths []string, wrap 
 	watch := watchIdle(idle, cancel)
 	defer watch.stop()
 	run := func(ctx context.Context, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
-		return r.Run(ctx, effects.Command{Argv: argv, Stdin: watch.reader(stdin), Stdout: watch.writer(stdout), Stderr: stderr})
+		// What the node's nix-store says on stderr counts as life too: while it
+		// substitutes from its caches, nothing moves on the protocol's stream.
+		return r.Run(ctx, effects.Command{Argv: argv, Stdin: watch.reader(stdin), Stdout: watch.writer(stdout), Stderr: watch.writer(stderr)})
 	}
-	st, err := nixserve.CopyThrough(ctx, run, paths, wrap)
+	st, err := nixserve.CopyThroughWith(ctx, run, paths, wrap, nixserve.Options{Substitute: substitute})
 	c.last.Set(st)
 	return err
 }

@@ -22,7 +22,7 @@ func (t *Transport) CopyClosure(ctx context.Context, paths []string) error {
 	if hook, ok := copyHooks.Load(t); ok {
 		wrap = hook.(func(io.Writer) io.Writer)
 	}
-	return node.CopyClosure(ctx, bulkRunner{t}, &t.Copies, paths, wrap, t.cfg.CopyIdle)
+	return node.CopyClosure(ctx, bulkRunner{t}, &t.Copies, paths, wrap, t.cfg.CopyIdle, !t.cfg.NoSubstitute)
 }
 
 // bulkRunner runs the copy's `nix-store --serve --write` with a wide stdin pipe

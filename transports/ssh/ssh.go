@@ -75,6 +75,11 @@ type Config struct {
 	// closure: it fails once no byte has moved to or from the node for that
 	// long. Default node.DefaultCopyIdle (10 min).
 	CopyIdle time.Duration
+	// NoSubstitute streams every path the node lacks. By default the node first
+	// fetches what the binary caches of its own Nix configuration hold (its
+	// substituters and trusted keys: the deployer names none), and only the rest
+	// is streamed (the node setting substituteOnNode, apply --no-substitute).
+	NoSubstitute bool
 }
 
 // Transport reaches one node over SSH. It connects on the first Run and keeps one

@@ -29,6 +29,7 @@ type deployFlags struct {
 	transport, target, node, knownHosts, sshConfig, hooks, project, output string
 	sshKeys                                                                multiFlag
 	source                                                                 effects.Source
+	noSubstitute                                                           bool
 }
 
 // deployFlagSet declares `switchyard deploy`'s flags into f; the usage text prints the
@@ -49,6 +50,7 @@ func deployFlagSet(f *deployFlags) *flag.FlagSet {
 	fs.StringVar(&f.source.Drv, "drv", "", "a derivation `DRVPATH` to realise")
 	fs.StringVar(&f.source.Expr, "expr", "", "a Nix `FILE` to evaluate and build")
 	fs.StringVar(&f.source.Attr, "attr", "", "the attribute `A` of --expr")
+	fs.BoolVar(&f.noSubstitute, "no-substitute", false, "stream every path the node lacks: the node does not first fetch from the binary caches of its own Nix configuration (ssh and incus)")
 	return fs
 }
 
@@ -130,6 +132,7 @@ func newTransport(f deployFlags) (effects.Transport, string, error) {
 	}
 	spec.SSH.KnownHostsFile, spec.SSH.KeyFiles, spec.SSH.SSHConfigFile = f.knownHosts, f.sshKeys, f.sshConfig
 	spec.Incus.Project, spec.Shell.Hooks = f.project, f.hooks
+	spec.SSH.NoSubstitute, spec.Incus.NoSubstitute = f.noSubstitute, f.noSubstitute
 	t, err := transports.Open(spec)
 	if err != nil && spec.Kind == transports.Shell {
 		return nil, "", fmt.Errorf("--hooks: %w", err)

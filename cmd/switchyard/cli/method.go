@@ -27,7 +27,7 @@ type methodFlags struct {
 	parallel                                                                             int
 	tofuArgs                                                                             []string // run -- <args>
 	argv                                                                                 []string // exec -- <argv>
-	offline, allowOlder, cached                                                          bool
+	offline, allowOlder, cached, noSubstitute                                            bool
 }
 
 // methodFlagSet declares a verb's flags into f; the usage text prints the same set.
@@ -54,6 +54,9 @@ func methodFlagSet(m method.Method, verb string, f *methodFlags) *flag.FlagSet {
 			fs.StringVar(&f.mode, "mode", "switch", "`MODE`, as nixos-rebuild's: switch (activate, confirm, then set the profile and boot entry), "+
 				"boot (set the profile and boot entry only: not judged), test (activate and confirm only)")
 		}
+	}
+	if verb == "apply" || verb == "plan" && m.Runner == method.RunnerSSH {
+		fs.BoolVar(&f.noSubstitute, "no-substitute", false, "stream every path a node lacks: no node first fetches from the binary caches of its own Nix configuration (as its substituteOnNode = false)")
 	}
 	if verb == "status" {
 		fs.BoolVar(&f.cached, "cached", false, "ready: the verdict of each node's last receipt and its age, not a fresh verdict-only pass")
@@ -143,7 +146,7 @@ func runMethod(m method.Method, args []string, e env) int {
 	req := methods.Request{Method: m.Name, Verb: verb, Tree: f.tree, Group: f.group, Nodes: f.nodes, On: f.on,
 		StateDir: f.stateDir, Parallel: f.parallel, Rollout: f.rollout, PlanIn: f.planIn, PlanOut: f.planOut, TofuArgs: f.tofuArgs, Argv: f.argv,
 		ReceiptKey: f.receiptKey, ReceiptPubKey: f.receiptPubKey, ReceiptsAction: f.receiptsAction,
-		Offline: f.offline, AllowOlder: f.allowOlder, Mode: f.mode, Cached: f.cached, Getenv: e.getenv, Stdin: e.stdin, Stdout: e.stdout, Stderr: e.stderr, JSON: f.output == "json"}
+		Offline: f.offline, AllowOlder: f.allowOlder, Mode: f.mode, NoSubstitute: f.noSubstitute, Cached: f.cached, Getenv: e.getenv, Stdin: e.stdin, Stdout: e.stdout, Stderr: e.stderr, JSON: f.output == "json"}
 	var out methods.Reporter = console.NewText(e.stdout, e.stderr)
 	if req.JSON {
 		out = newJSONOutput(e.stdout)
