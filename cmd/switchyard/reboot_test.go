@@ -88,3 +88,26 @@ func phaseDone(r run, phase string) bool {
 	}
 	return false
 }
+
+// Issue 34 item 3: a node the deploy reports reboot-needed (switch-to-configuration
+// exit 100: TestDeployRebootNeeded shows it keeps running the old generation without
+// the flag) is rebooted with --reboot and judged on the generation it then runs.
+func TestDeployRebootNeededReboots(t *testing.T) {
+	node, good := setup(t, "healthy")
+	wantCode(t, switchyard(t, nil, deployArgs(node, "--toplevel", good, "--output", "json")...), 0)
+	next := testbed.Require(t).Build(t, "needs-reboot", "")
+	r := switchyard(t, nil, deployArgs(node, "--toplevel", next, "--output", "json", "--reboot", "--reboot-timeout", "3m")...)
+	wantCode(t, r, 0)
+	if sw := r.verdict(t)["switch"].(map[string]any); sw["result"] != "reboot-needed" {
+		t.Errorf("deploy pass: switch %v, want reboot-needed", sw)
+	}
+	v := verdicts(t, r)["web1"]
+	if v["pass"] != "verdict-only" || v["toplevel"] != next || v["ok"] != true {
+		t.Errorf("after the reboot: verdict pass %v, toplevel %v, ok %v; want verdict-only, %s, ok", v["pass"], v["toplevel"], v["ok"], next)
+	}
+	for _, link := range []string{"/run/current-system", "/run/booted-system"} {
+		if got := node.Readlink(t, link); got != next {
+			t.Errorf("%s -> %s, want %s", link, got, next)
+		}
+	}
+}
