@@ -250,10 +250,12 @@ func checkReboot(m method.Method, req Request, cfg *effects.Config) error {
 	if req.RebootTimeout <= 0 {
 		return &field.Error{Source: "--reboot-timeout", Reason: fmt.Sprintf("%s is not a duration greater than 0", req.RebootTimeout)}
 	}
-	cfg.Reboot, cfg.RebootTimeout = true, req.RebootTimeout
-	if err := cfg.CheckReboot(); err != nil {
+	next := *cfg
+	next.Reboot, next.RebootTimeout = true, req.RebootTimeout
+	if err := next.CheckReboot(); err != nil {
 		return &field.Error{Source: "--reboot", Reason: err.Error()}
 	}
+	*cfg = next
 	return nil
 }
 
