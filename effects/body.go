@@ -86,6 +86,7 @@ var phases = []phase{
 	{"verdict", bothPasses, true, nil, (*run).judge},
 	{"report", bothPasses, true, nil, (*run).report},
 	{"finalize", deployOnly, true, func(r *run) bool { return !r.confirmed || !r.cfg.Mode.finalizes() }, (*run).finalize},
+	{"reboot", deployOnly, false, func(r *run) bool { return !r.rebootWanted() }, (*run).reboot},
 	{"conclude", bothPasses, true, nil, (*run).conclude},
 }
 

@@ -46,7 +46,7 @@ func TestDeployPassRunsEveryPhaseInOrder(t *testing.T) {
 		t.Errorf("boot_entry %q", res.Verdict.BootEntry)
 	}
 	// The full phase table is SPEC 4.1's, chain gate included.
-	if got := effects.PhaseNames(); len(got) != 18 || got[3] != "chain" {
+	if got := effects.PhaseNames(); len(got) != 19 || got[3] != "chain" {
 		t.Errorf("phase table %v", got)
 	}
 }
@@ -85,10 +85,10 @@ func TestFailedUnitFinalizesBeforeTheNonZeroExit(t *testing.T) {
 	if f.Did("finalize "+f.Toplevel) != 1 {
 		t.Errorf("finalize did not run: %v", f.Log())
 	}
-	// finalize comes right after the report, before conclude.
-	tail := strings.Join(ev.List()[len(ev.List())-6:], " ")
-	if tail != "report:start VERDICT report:done finalize:start finalize:done conclude:start" &&
-		!strings.HasPrefix(tail, "VERDICT report:done finalize:start finalize:done conclude:start") {
+	// finalize comes right after the report, before conclude (no --reboot: skipped).
+	tail := strings.Join(ev.List()[len(ev.List())-7:], " ")
+	if tail != "report:start VERDICT report:done finalize:start finalize:done reboot:skipped conclude:start" &&
+		!strings.HasPrefix(tail, "VERDICT report:done finalize:start finalize:done reboot:skipped conclude:start") {
 		t.Errorf("event tail %q", tail)
 	}
 }

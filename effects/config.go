@@ -28,6 +28,31 @@ type Config struct {
 	// Mode is what the deploy does with the new generation (apply --mode, as
 	// nixos-rebuild's verbs): ModeSwitch (the default, ""), ModeBoot or ModeTest.
 	Mode Mode
+	// Reboot is apply --reboot: once the boot entry points at the new generation, the
+	// node reboots, and the verdict is that of the system it booted (reboot.go).
+	Reboot bool
+	// RebootTimeout bounds the wait for the node to come back on a new boot id
+	// (apply --reboot-timeout); 0 is DefaultRebootTimeout.
+	RebootTimeout time.Duration
+}
+
+// DefaultRebootTimeout is how long apply --reboot waits for a node to come back
+// when --reboot-timeout is not given: a server's firmware alone can take minutes.
+const DefaultRebootTimeout = 10 * time.Minute
+
+// CheckReboot refuses what cannot go with --reboot: --mode test leaves the boot entry on
+// the old generation, so the reboot would undo the activation it was asked to judge.
+func (c Config) CheckReboot() error {
+	if !c.Reboot {
+		return nil
+	}
+	if c.Mode == ModeTest {
+		return fmt.Errorf("--mode test leaves the boot entry on the old generation: the reboot would undo it")
+	}
+	if c.RebootTimeout < 0 {
+		return fmt.Errorf("--reboot-timeout %s is negative", c.RebootTimeout)
+	}
+	return nil
 }
 
 // Mode is what a deploy does with the new generation, in nixos-rebuild's terms.

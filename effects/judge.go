@@ -248,6 +248,7 @@ func (r *run) finalize(ctx context.Context) error {
 	if err := r.pointBootAt(ctx, r.v.Toplevel); err != nil {
 		return failWith(exitcode.Infra, "%w", err)
 	}
+	r.bootSet = true
 	return nil
 }
 

@@ -47,9 +47,12 @@ type switchState struct {
 	// toplevel: /run/current-system resolved to it after the switch, or the node
 	// already ran it with a profile or boot entry elsewhere, or the switch installed
 	// its boot entry and needs a reboot (exit 100).
-	confirmed     bool
-	unchanged     bool // the node already ran the toplevel: no switch
-	booted        bool // apply --mode boot set the profile and boot entry: nothing to judge
+	confirmed bool
+	unchanged bool // the node already ran the toplevel: no switch
+	booted    bool // apply --mode boot set the profile and boot entry: nothing to judge
+	// bootSet: the system profile and the default boot entry point at the toplevel
+	// (finalize or --mode boot set them, or they already did): what --reboot needs.
+	bootSet       bool
 	switched      bool // the switch ran (its result was read)
 	switchStarted bool // systemd-run answered: the switch's unit was started
 	// switchTimedOut: the switch was stopped at DEPLOY_SWITCH_TIMEOUT. Its generation
@@ -427,6 +430,7 @@ func (r *run) checkFinalized(ctx context.Context, profile string) {
 		r.log("info", "%s: snapshot: already running %s: not switching; but the system profile is %s and the boot entry boots %s: finalize points them at it",
 			r.d.Node, r.toplevel, orNone(profile), orNone(boot))
 	default:
+		r.bootSet = true
 		r.log("info", "%s: snapshot: already running %s: not switching", r.d.Node, r.toplevel)
 	}
 }

@@ -182,7 +182,7 @@ func (r *run) bootOnly(ctx context.Context) error {
 		return stopWith(exitcode.Infra, "%w", err)
 	}
 	r.v.Switch.Result, r.v.Switch.ExitCode = verdict.SwitchBoot, 0
-	r.booted = true
+	r.booted, r.bootSet = true, true
 	r.log("info", "%s: switch: the system profile and the boot entry point at %s; the node runs it after its next boot (--mode boot)", r.d.Node, r.toplevel)
 	return nil
 }

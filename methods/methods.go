@@ -67,6 +67,12 @@ type Request struct {
 	// NoSubstitute is --no-substitute (plan and apply of the ssh method): every
 	// node is sent all it lacks, none fetches from its own binary caches.
 	NoSubstitute bool
+	// Reboot is apply --reboot (ssh method): reboot each node once its boot entry
+	// points at the new generation, and judge the system it booted.
+	Reboot bool
+	// RebootTimeout is apply --reboot-timeout: how long a node may take to come back
+	// (more than 0 with Reboot; the flag's default is effects.DefaultRebootTimeout).
+	RebootTimeout time.Duration
 	// Cached is status --cached: the last receipt's verdict, not a fresh one.
 	Cached bool
 	Getenv func(string) string
@@ -178,6 +184,9 @@ func Run(ctx context.Context, req Request, rep Reporter) (exit int, err error) {
 	if cfg.Mode, err = effects.ParseMode(req.Mode); err != nil {
 		return ExitRefused, &field.Error{Source: "--mode", Reason: err.Error()}
 	}
+	if err := checkReboot(m, req, &cfg); err != nil {
+		return ExitRefused, err
+	}
 	p, err := plan.Compute(d, coordinates.Environment(m.Coordinates), plan.Options{
 		StateDir: req.StateDir, Group: req.Group, Nodes: req.Nodes, On: req.On,
 		Exclude: []string{req.PlanOut, req.PlanIn}})
@@ -229,6 +238,28 @@ func Run(ctx context.Context, req Request, rep Reporter) (exit int, err error) {
 		return f.receipts(ctx, req.ReceiptsAction, pub, list, req.Stdout)
 	}
 	return ExitRefused, fmt.Errorf("verb %q not built", req.Verb)
+}
+
+// checkReboot reads apply's --reboot and --reboot-timeout into cfg. The OpenTofu
+// methods refuse --reboot: their apply runs the deploy body inside the provider, once
+// per resource, and a reboot there would hold OpenTofu's run for the whole boot.
+func checkReboot(m method.Method, req Request, cfg *effects.Config) error {
+	if !req.Reboot {
+		return nil
+	}
+	if m.Runner == method.RunnerTofu {
+		return &field.Error{Source: "--reboot", Reason: fmt.Sprintf("the %s method does not reboot nodes; use the ssh method", m.Name)}
+	}
+	if req.RebootTimeout <= 0 {
+		return &field.Error{Source: "--reboot-timeout", Reason: fmt.Sprintf("%s is not a duration greater than 0", req.RebootTimeout)}
+	}
+	next := *cfg
+	next.Reboot, next.RebootTimeout = true, req.RebootTimeout
+	if err := next.CheckReboot(); err != nil {
+		return &field.Error{Source: "--reboot", Reason: err.Error()}
+	}
+	*cfg = next
+	return nil
 }
 
 // mergeSubmission merges the submission, confined as SPEC 6.9 says: credentials only

@@ -20,3 +20,18 @@ func (n *Node) Reboot(ctx context.Context) error {
 	defer cancel()
 	return n.waitSSH(ctx)
 }
+
+// BootInstead makes the node's next boots start init rather than its boot entry
+// (/sbin/init): LXC's lxc.init.cmd, as a boot loader that falls back to another entry
+// would. "" puts the boot entry back in charge. It changes nothing on the node, whose
+// boot entry still names what a deploy set.
+func (n *Node) BootInstead(ctx context.Context, init string) error {
+	args := []string{"config", "set", n.Name, "raw.lxc", "lxc.init.cmd = " + init}
+	if init == "" {
+		args = []string{"config", "unset", n.Name, "raw.lxc"}
+	}
+	if _, err := incus(ctx, args...); err != nil {
+		return fmt.Errorf("boot %s instead: %w", init, err)
+	}
+	return nil
+}

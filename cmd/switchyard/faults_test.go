@@ -127,8 +127,8 @@ func converged(t *testing.T, method string, node *testbed.Node, env []string, tr
 	return top
 }
 
-// TestFaultsKillSSHApply: for each of the 18 phases, `ssh apply` is SIGKILLed at
-// the phase's start event, and a rerun converges. `chain` runs in the verdict-only
+// TestFaultsKillSSHApply: for each of the 19 phases, `ssh apply` is SIGKILLed at
+// the phase's start event, and a rerun converges (reboot: an `ssh apply --reboot`). `chain` runs in the verdict-only
 // pass alone: there the deployed node's `ssh verdict` is killed at it, and both a
 // rerun of the verdict and an apply converge. A phase that ends within the event's
 // round trip (classify, verdict, report) is killed at its start event, that is
@@ -148,6 +148,9 @@ func TestFaultsKillSSHApply(t *testing.T) {
 			if phase == "chain" {
 				wantCode(t, switchyard(t, env, apply...), 0)
 				args = []string{"ssh", "verdict", "--tree", tree, "--output", "json"}
+			}
+			if phase == "reboot" {
+				args = append(append([]string(nil), apply...), "--reboot")
 			}
 			b := startFault(t, env, args...)
 			b.await(t, 5*time.Minute, phase+" start", phaseIs(phase, "start"))

@@ -36,6 +36,10 @@ type Node struct {
 	Current     string   // what /run/current-system points at
 	Unreachable bool     // every Run fails with effects.ErrUnreachable
 	BootInit    string   // what the default boot entry starts (effects.BootEntryScript's answer)
+	// BootID is the kernel's boot id; `systemctl reboot` draws a new one and boots
+	// RebootInto ("" is Toplevel): /run/booted-system and /run/current-system then
+	// lead there.
+	BootID, RebootInto string
 	// DryActivate is what switch-to-configuration dry-activate prints on stderr.
 	DryActivate string
 	// Lock is the node's deploy lock line (effects.LockScript's /run/switchyard/lock,
@@ -315,6 +319,20 @@ func (n *Node) run(c effects.Command) (int, error) {
 		// result and /run/current-system.
 		fmt.Fprintf(out, "%scurrent=%s\n", n.switchProps(), n.current())
 	case argv == "readlink -f /run/current-system":
+		fmt.Fprintln(out, n.current())
+	case argv == "cat /proc/sys/kernel/random/boot_id":
+		n.mu.Lock()
+		fmt.Fprintln(out, n.BootID)
+		n.mu.Unlock()
+	case argv == "systemctl reboot":
+		n.mu.Lock()
+		n.BootID += "-next"
+		n.Current = n.Toplevel
+		if n.RebootInto != "" {
+			n.Current = n.RebootInto
+		}
+		n.mu.Unlock()
+	case argv == "readlink -e /run/booted-system":
 		fmt.Fprintln(out, n.current())
 	case len(c.Argv) == 5 && c.Argv[0] == "sh" && c.Argv[2] == effects.OwnedScript:
 		// The units and wants; no etc/fstab.

@@ -33,10 +33,16 @@ func TestMain(m *testing.M) { os.Exit(testbed.RunWithSwitchyard(m, &binary)) }
 // the wait for the node long (TCG is slow).
 func deploy(t *testing.T, m *vm.VM, toplevel string, env ...string) (int, map[string]any) {
 	t.Helper()
+	return deployWith(t, m, toplevel, nil, env...)
+}
+
+// deployWith is deploy with more of switchyard deploy's flags.
+func deployWith(t *testing.T, m *vm.VM, toplevel string, args []string, env ...string) (int, map[string]any) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, binary, "deploy", "--node", "vm1", "--target", m.Target(),
-		"--known-hosts", m.KnownHosts, "--ssh-key", m.KeyFile, "--toplevel", toplevel, "--output", "json")
+	cmd := exec.CommandContext(ctx, binary, append([]string{"deploy", "--node", "vm1", "--target", m.Target(),
+		"--known-hosts", m.KnownHosts, "--ssh-key", m.KeyFile, "--toplevel", toplevel, "--output", "json"}, args...)...)
 	cmd.Env = append(append(os.Environ(), "DEPLOY_SETTLE_ATTEMPTS=5", "DEPLOY_CYCLE_INTERVAL=1",
 		"DEPLOY_CYCLE_WINDOWS=3", "DEPLOY_WAIT_TIMEOUT=120"), env...)
 	var stdout, stderr bytes.Buffer
@@ -244,5 +250,24 @@ func TestVM(t *testing.T) {
 		after := m.Boot(t)
 		t.Logf("after the reboot: booted %s, cmdline %q", after.Booted, after.Cmdline)
 		wantBoot(t, after, previous)
+	})
+
+	// 5. deploy --reboot (apply --reboot's body): the deploy reboots the VM itself
+	// through extlinux, waits for its new boot id, checks /run/booted-system and judges
+	// the booted generation with a verdict-only pass, whose verdict comes last. Runs
+	// from any generation (alone: -run 'TestVM/DeployReboot').
+	t.Run("DeployRebootJudgesTheBootedGeneration", func(t *testing.T) {
+		before := m.Boot(t)
+		top := testbed.BuildClosure(t, "healthy", "vm-reboot")
+		code, v := deployWith(t, m, top, []string{"--reboot", "--reboot-timeout", "10m"})
+		if code != 0 || v["ok"] != true || v["toplevel"] != top || v["pass"] != "verdict-only" {
+			t.Fatalf("deploy --reboot: exit %d, last verdict %v; want 0, ok, %s, verdict-only", code, v, top)
+		}
+		after := m.Boot(t)
+		t.Logf("after deploy --reboot: boot id %s (was %s), booted %s, cmdline %q", after.ID, before.ID, after.Booted, after.Cmdline)
+		if after.ID == before.ID {
+			t.Errorf("boot id still %s: the VM did not reboot", before.ID)
+		}
+		wantBoot(t, after, top)
 	})
 }

@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/switchyard-nix/switchyard/console"
 	"github.com/switchyard-nix/switchyard/effects"
@@ -30,6 +31,8 @@ type deployFlags struct {
 	sshKeys                                                                multiFlag
 	source                                                                 effects.Source
 	noSubstitute                                                           bool
+	reboot                                                                 bool
+	rebootTimeout                                                          time.Duration
 }
 
 // deployFlagSet declares `switchyard deploy`'s flags into f; the usage text prints the
@@ -51,6 +54,8 @@ func deployFlagSet(f *deployFlags) *flag.FlagSet {
 	fs.StringVar(&f.source.Expr, "expr", "", "a Nix `FILE` to evaluate and build")
 	fs.StringVar(&f.source.Attr, "attr", "", "the attribute `A` of --expr")
 	fs.BoolVar(&f.noSubstitute, "no-substitute", false, "stream every path the node lacks: the node does not first fetch from the binary caches of its own Nix configuration (ssh and incus)")
+	fs.BoolVar(&f.reboot, "reboot", false, "as apply --reboot (--transport ssh): reboot the node once its boot entry points at the new generation and judge the system it booted")
+	fs.DurationVar(&f.rebootTimeout, "reboot-timeout", effects.DefaultRebootTimeout, "with --reboot, how long the node may take to come back, `DURATION`")
 	return fs
 }
 
@@ -68,6 +73,12 @@ func parseDeployFlags(args []string) (deployFlags, error) {
 	}
 	if f.target == "" && f.transport != "shell" {
 		return f, fmt.Errorf("--target is required")
+	}
+	if f.reboot && f.transport != "ssh" {
+		return f, fmt.Errorf("--reboot: only with --transport ssh")
+	}
+	if f.rebootTimeout <= 0 {
+		return f, fmt.Errorf("--reboot-timeout: %s is not a duration greater than 0", f.rebootTimeout)
 	}
 	return f, nil
 }
@@ -87,6 +98,7 @@ func runDeploy(args []string, stdout, stderr io.Writer, getenv func(string) stri
 		fmt.Fprintf(stderr, "switchyard deploy: %v\n", err)
 		return exitcode.Refused
 	}
+	cfg.Reboot, cfg.RebootTimeout = f.reboot && !cfg.VerdictOnly, f.rebootTimeout
 	if !cfg.VerdictOnly {
 		if err := f.source.Validate(); err != nil {
 			fmt.Fprintf(stderr, "switchyard deploy: %v\n", err)

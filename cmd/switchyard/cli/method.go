@@ -11,8 +11,10 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/switchyard-nix/switchyard/console"
+	"github.com/switchyard-nix/switchyard/effects"
 	"github.com/switchyard-nix/switchyard/exitcode"
 	"github.com/switchyard-nix/switchyard/methods"
 	"github.com/switchyard-nix/switchyard/plan/method"
@@ -27,7 +29,8 @@ type methodFlags struct {
 	parallel                                                                             int
 	tofuArgs                                                                             []string // run -- <args>
 	argv                                                                                 []string // exec -- <argv>
-	offline, allowOlder, cached, noSubstitute                                            bool
+	offline, allowOlder, cached, noSubstitute, reboot                                    bool
+	rebootTimeout                                                                        time.Duration
 }
 
 // methodFlagSet declares a verb's flags into f; the usage text prints the same set.
@@ -53,6 +56,11 @@ func methodFlagSet(m method.Method, verb string, f *methodFlags) *flag.FlagSet {
 		if m.Runner == method.RunnerSSH {
 			fs.StringVar(&f.mode, "mode", "switch", "`MODE`, as nixos-rebuild's: switch (activate, confirm, then set the profile and boot entry), "+
 				"boot (set the profile and boot entry only: not judged), test (activate and confirm only)")
+			fs.BoolVar(&f.reboot, "reboot", false, "once a node's boot entry points at the new generation, reboot it, wait for a new boot id, "+
+				"check that it booted the deployed generation, then judge the booted system (a verdict-only pass); a failed node is not rebooted")
+			fs.DurationVar(&f.rebootTimeout, "reboot-timeout", effects.DefaultRebootTimeout, "with --reboot, how long a node may take to come back, `DURATION` (e.g. 90s, 15m)")
+		} else {
+			fs.BoolVar(&f.reboot, "reboot", false, "refused (exit 2): this method does not reboot nodes; the ssh method's apply --reboot does")
 		}
 	}
 	if verb == "apply" || verb == "plan" && m.Runner == method.RunnerSSH {
@@ -146,7 +154,7 @@ func runMethod(m method.Method, args []string, e env) int {
 	req := methods.Request{Method: m.Name, Verb: verb, Tree: f.tree, Group: f.group, Nodes: f.nodes, On: f.on,
 		StateDir: f.stateDir, Parallel: f.parallel, Rollout: f.rollout, PlanIn: f.planIn, PlanOut: f.planOut, TofuArgs: f.tofuArgs, Argv: f.argv,
 		ReceiptKey: f.receiptKey, ReceiptPubKey: f.receiptPubKey, ReceiptsAction: f.receiptsAction,
-		Offline: f.offline, AllowOlder: f.allowOlder, Mode: f.mode, NoSubstitute: f.noSubstitute, Cached: f.cached, Getenv: e.getenv, Stdin: e.stdin, Stdout: e.stdout, Stderr: e.stderr, JSON: f.output == "json"}
+		Offline: f.offline, AllowOlder: f.allowOlder, Mode: f.mode, NoSubstitute: f.noSubstitute, Reboot: f.reboot, RebootTimeout: f.rebootTimeout, Cached: f.cached, Getenv: e.getenv, Stdin: e.stdin, Stdout: e.stdout, Stderr: e.stderr, JSON: f.output == "json"}
 	var out methods.Reporter = console.NewText(e.stdout, e.stderr)
 	if req.JSON {
 		out = newJSONOutput(e.stdout)
