@@ -12,8 +12,10 @@
 # its dependencies ask for no more than 1.26.0).
 #
 # It is test.sh's unit tier. With SWITCHYARD_SKIPPED_OUT=FILE it writes there the
-# packages in which a test skipped (it needs a tool, root or the test bed): the test-bed
-# tier runs those again with the test bed, and no others.
+# packages in which a test skipped (it needs a tool, root or the test bed), and with
+# SWITCHYARD_SKIPPED_TESTS_OUT=FILE the names of those tests (the top-level test of a
+# skipped subtest): the test-bed tier runs those tests again with the test bed, and no
+# others.
 #
 #   bash testbed/checkphase.sh [GO_VERSION...]
 set -euo pipefail
@@ -62,9 +64,12 @@ for v in "${versions[@]}"; do
 	# or "FAIL" and a tab.
 	awk '/^[[:space:]]*--- SKIP:/ { skipped = 1 } /^(ok|FAIL)[[:space:]]/ { if (skipped) print $2; skipped = 0 }' \
 		"$work/out" | sort -u >"$work/skipped"
+	# The top-level tests that skipped, or one of whose subtests did.
+	awk '/^[[:space:]]*--- SKIP:/ { name = $3; sub(/\/.*/, "", name); print name }' "$work/out" | sort -u >"$work/skipped-tests"
 	echo "checkphase: Go $v: $(grep -cE '^ok[[:space:]]' "$work/out") packages passed, $(grep -cE '^FAIL[[:space:]]' "$work/out") failed," \
 		"$(grep -cE '^[[:space:]]*--- PASS' "$work/out") tests passed, $(grep -cE '^[[:space:]]*--- SKIP' "$work/out") skipped" \
 		"(in $(wc -l <"$work/skipped") packages)" >&2
 done
 if [ -n "${SWITCHYARD_SKIPPED_OUT:-}" ]; then cp "$work/skipped" "$SWITCHYARD_SKIPPED_OUT"; fi
+if [ -n "${SWITCHYARD_SKIPPED_TESTS_OUT:-}" ]; then cp "$work/skipped-tests" "$SWITCHYARD_SKIPPED_TESTS_OUT"; fi
 exit "$status"

@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # The README's test command (and .ci/run), in tiers, each timed, nothing run twice:
 #
-#   gate     gofmt, go vet, staticcheck, shellcheck and the unit tier (checkphase.sh:
-#            `go test ./...` as the flake's check runs it, vendored, offline, as nobody),
-#            in a few minutes, before anything of the test bed is installed; a red gate
-#            ends the run there
+#   gate     gofmt, go vet, staticcheck, shellcheck (lint) beside the unit tier
+#            (checkphase.sh: `go test ./...` as the flake's check runs it, vendored,
+#            offline, as nobody), in a few minutes, before anything of the test bed is
+#            installed; a red gate ends the run there
 #   setup    installs and starts the test bed (setup.sh; cached under
 #            /var/cache/switchyard-testbed, so only a cold machine pays for it)
 #   spire    spire-server's build (a cold machine's), beside the test-bed tier
-#   testbed  the packages in which the unit tier skipped a test, again with the test
-#            bed: real nodes, real Nix closures, OpenTofu, bind9, knot, spire-server
+#   testbed  the tests the unit tier skipped, and only those, with the test bed: real
+#            nodes, real Nix closures, OpenTofu, bind9, knot, spire-server
 #   vm       the VM tier (testbed/vm) on its own
 #   fuzz     the fuzz targets, each for a bounded number of executions
 #
@@ -54,20 +54,55 @@ lint() {
 		GOBIN=$(dirname "$sc") go install "honnef.co/go/tools/cmd/staticcheck@$switchyard_staticcheck_version"
 	fi
 	"$sc" ./... || rc=1
-	if ! command -v shellcheck >/dev/null; then
-		# A fresh machine may have no package lists yet.
-		{ DEBIAN_FRONTEND=noninteractive apt-get install -y -q shellcheck ||
-			{ apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q shellcheck; }; } >&2 || rc=1
-	fi
 	git ls-files -z '*.sh' .ci/run | xargs -0 shellcheck -x -S warning || rc=1
 	return $rc
 }
 
+# gate_tools installs the gate's Debian tools a machine lacks (shellcheck for lint; curl
+# and unzip fetch the unit tier's Go) before lint and the unit tier run at once: apt
+# takes one lock.
+gate_tools() {
+	local missing=() tool
+	for tool in shellcheck curl unzip; do
+		command -v "$tool" >/dev/null || missing+=("$tool")
+	done
+	[ ${#missing[@]} = 0 ] && return 0
+	echo "gate: installing ${missing[*]}" >&2
+	# A fresh machine may have no package lists yet.
+	{ DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" ||
+		{ apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}"; }; } >&2
+}
+
+# lint_beside runs lint in the background, its output kept in $lint_log until it is
+# shown (lint_shown), so the two tiers' lines do not mix.
+lint_beside() {
+	local start rc=0
+	start=$(date +%s)
+	lint >"$lint_log" 2>&1 || rc=$?
+	echo "$rc $(($(date +%s) - start))" >"$lint_log.status"
+}
+lint_shown() {
+	local rc secs
+	cat "$lint_log" >&2
+	read -r rc secs <"$lint_log.status" || rc=1
+	times+=("$(printf '%-8s %5ss  %s' lint "${secs:-?}" "$([ "$rc" = 0 ] && echo "ok (beside unit)" || echo "FAILED (exit $rc)")")")
+	echo "tier ${times[-1]}" >&2
+	[ "$rc" = 0 ] || status=1
+}
+
 skipped=$(mktemp)
+skipped_tests=$(mktemp)
 log=$(mktemp)
-trap 'rm -f "$skipped" "$log" "$log".spire*; report' EXIT
-tier lint lint
-tier unit env SWITCHYARD_SKIPPED_OUT="$skipped" bash testbed/checkphase.sh
+lint_log=$log.lint
+trap 'rm -f "$skipped" "$skipped_tests" "$log" "$log".spire* "$log".lint*; report' EXIT
+tier tools gate_tools
+# The gate's two tiers at once: each waits on the network (the module proxy, its Go)
+# and on its own steps, which the other's compiling fills.
+lint_beside &
+lint_pid=$!
+tier unit env SWITCHYARD_SKIPPED_OUT="$skipped" SWITCHYARD_SKIPPED_TESTS_OUT="$skipped_tests" bash testbed/checkphase.sh
+wait "$lint_pid" || true
+lint_shown
 if [ $status != 0 ]; then
 	echo "gate: red, the test bed is not started" >&2
 	exit 1
@@ -111,8 +146,9 @@ else
 fi
 echo "testbed: image $image; $(go version)" >&2
 
-# The test-bed tier: every package in which the unit tier skipped a test, but the VM
-# tier. Its qemu runs in software emulation and would take both cores from the
+# The test-bed tier: the tests the unit tier skipped (they need the test bed, root or a
+# tool; the others ran there and do not run twice), in their packages, but the VM
+# tier's. Its qemu runs in software emulation and would take both cores from the
 # container tests' time-windowed verdicts, so it runs on its own after.
 # -parallel 3: a package's test-bed tests mostly wait on their nodes (boots, verdict
 # windows, switches), so three at once on two cores keep the cores busy where the
@@ -122,6 +158,10 @@ spire_users='github.com/switchyard-nix/switchyard/(provider|spire)'
 mapfile -t packages < <(grep -vx 'github.com/switchyard-nix/switchyard/testbed/vm' "$skipped" | grep -vxE "$spire_users"
 	grep -xE "$spire_users" "$skipped")
 echo "testbed: ${#packages[@]} packages skipped a test in the unit tier: ${packages[*]}" >&2
+# One -run pattern for every package: a test name the unit tier skipped in one package
+# also runs where another package has one of that name.
+run_pattern="^($(paste -sd'|' "$skipped_tests"))\$"
+echo "testbed: $(wc -l <"$skipped_tests") tests skipped in the unit tier" >&2
 testbed_tier() {
 	# Without a test bed cmd/switchyard's tests skip, always: no package here means the
 	# unit tier's list was not read, and a tier that runs nothing must not pass.
@@ -129,7 +169,12 @@ testbed_tier() {
 		echo "testbed: the unit tier's list of packages with skipped tests lacks cmd/switchyard: not running a partial tier" >&2
 		return 1
 	fi
-	go test -v -count=1 -parallel 3 -timeout 75m "${packages[@]}" 2>&1 | tee "$log"
+	if [ ! -s "$skipped_tests" ]; then
+		echo "testbed: the unit tier's list of skipped tests is empty: not running a partial tier" >&2
+		return 1
+	fi
+	# -vet=off: the gate ran go vet on every package.
+	go test -v -count=1 -vet=off -parallel 3 -timeout 75m -run "$run_pattern" "${packages[@]}" 2>&1 | tee "$log"
 }
 # spire_build builds spire-server (a few minutes of CPU on a cold machine, nothing on a
 # warm one) while the test-bed tier's first tests run, which mostly wait on their
@@ -161,7 +206,7 @@ if [ "$spire_result" != ok ]; then
 	echo "spire: the build of spire-server failed:" >&2
 	tail -n 40 "$spire_log" >&2
 fi
-tier vm bash -c 'go test -v -count=1 -timeout 40m ./testbed/vm/ 2>&1 | tee -a "$1"' _ "$log"
+tier vm bash -c 'go test -v -count=1 -vet=off -timeout 40m ./testbed/vm/ 2>&1 | tee -a "$1"' _ "$log"
 echo "tests: $(grep -cE '^\s*--- PASS' "$log") passed, $(grep -cE '^\s*--- FAIL' "$log") failed, $(grep -cE '^\s*--- SKIP' "$log") skipped" >&2
 
 # Fuzz targets of the DEPLOYMENT merge and of the readers, each for a bounded number of
@@ -174,7 +219,7 @@ fuzz() {
 	for target in "FuzzMerge ./plan/merge" "FuzzReadPlan ./plan" "FuzzParseCanonical ./plan/data"; do
 		set -- $target
 		echo "fuzz: $1 ($2) for 300000 executions" >&2
-		go test -run '^$' -fuzz "^$1\$" -fuzztime 300000x "$2" || rc=1
+		go test -vet=off -run '^$' -fuzz "^$1\$" -fuzztime 300000x "$2" || rc=1
 	done
 	return $rc
 }
