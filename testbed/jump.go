@@ -23,11 +23,18 @@ const JumpTargetPort = 2200
 // forwards to target. All of it stays on loopback; the nodes have no network.
 func ForwardThrough(t testing.TB, jump, target *Node) {
 	t.Helper()
+	jump.ReachHost(t, "tgt", JumpTargetPort, target.SSHPort)
+}
+
+// ReachHost makes n's 127.0.0.1:nodePort reach the host's 127.0.0.1:hostPort: an
+// Incus proxy device named device, listening inside n.
+func (n *Node) ReachHost(t testing.TB, device string, nodePort, hostPort int) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, err := incus(ctx, "config", "device", "add", jump.Name, "tgt", "proxy", "bind=instance",
-		fmt.Sprintf("listen=tcp:127.0.0.1:%d", JumpTargetPort), fmt.Sprintf("connect=tcp:127.0.0.1:%d", target.SSHPort)); err != nil {
-		t.Fatalf("proxy device on %s: %v", jump.Name, err)
+	if _, err := incus(ctx, "config", "device", "add", n.Name, device, "proxy", "bind=instance",
+		fmt.Sprintf("listen=tcp:127.0.0.1:%d", nodePort), fmt.Sprintf("connect=tcp:127.0.0.1:%d", hostPort)); err != nil {
+		t.Fatalf("proxy device on %s: %v", n.Name, err)
 	}
 }
 

@@ -57,6 +57,14 @@ if (hello.failing or "") == plan.node then closures.failed-unit else closures.he
 // setting key = value, so that a submission may set it.
 func bakeHelloSetting(t *testing.T, tree, key string, value any) {
 	t.Helper()
+	editDeployment(t, tree, func(def map[string]any) {
+		def["applications"].(map[string]any)["hello"].(map[string]any)["settings"].(map[string]any)[key] = value
+	})
+}
+
+// editDeployment rewrites the tree's deployment.json through edit.
+func editDeployment(t *testing.T, tree string, edit func(def map[string]any)) {
+	t.Helper()
 	defFile := filepath.Join(tree, "deployment.json")
 	raw, err := os.ReadFile(defFile)
 	if err != nil {
@@ -66,7 +74,7 @@ func bakeHelloSetting(t *testing.T, tree, key string, value any) {
 	if err := json.Unmarshal(raw, &def); err != nil {
 		t.Fatal(err)
 	}
-	def["applications"].(map[string]any)["hello"].(map[string]any)["settings"].(map[string]any)[key] = value
+	edit(def)
 	raw, _ = json.Marshal(def)
 	if err := os.WriteFile(defFile, raw, 0o644); err != nil {
 		t.Fatal(err)

@@ -1,78 +1,29 @@
 package main_test
 
 import (
-	"context"
-	"encoding/json"
-	"net"
-	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/switchyard-nix/switchyard/testbed"
 )
 
-// nodeCache is a binary cache the test serves on the host's loopback, which one
-// node reaches on its own loopback (an Incus proxy device bound in the instance)
-// and trusts (its nix.conf: substituters, trusted-public-keys).
-type nodeCache struct {
-	dir, secretKey string
-	srv            *http.Server
-}
-
 // nodeCachePort is where the node reaches the cache on its own loopback.
 const nodeCachePort = 5080
 
-// newNodeCache makes a signed, empty cache dir, serves it, and points node's Nix at it.
-func newNodeCache(t *testing.T, node *testbed.Node) *nodeCache {
+// newNodeCache serves a signed, empty binary cache on the host's loopback, which
+// node reaches on its own loopback (an Incus proxy device bound in the instance)
+// and trusts (its nix.conf: substituters, trusted-public-keys).
+func newNodeCache(t *testing.T, node *testbed.Node) *testbed.BinaryCache {
 	t.Helper()
-	keys := t.TempDir()
-	c := &nodeCache{dir: t.TempDir(), secretKey: filepath.Join(keys, "secret")}
-	pubFile := filepath.Join(keys, "public")
-	hostCmd(t, "nix-store", "--generate-binary-cache-key", "switchyard-test-cache-1", c.secretKey, pubFile)
-	pub, err := os.ReadFile(pubFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.srv = &http.Server{Handler: http.FileServer(http.Dir(c.dir)), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = c.srv.Serve(ln) }()
-	t.Cleanup(func() { _ = c.srv.Close() })
-	port := ln.Addr().(*net.TCPAddr).Port
-	hostCmd(t, "incus", "config", "device", "add", node.Name, "cache", "proxy", "bind=instance",
-		"listen=tcp:127.0.0.1:"+strconv.Itoa(nodeCachePort), "connect=tcp:127.0.0.1:"+strconv.Itoa(port))
+	c := testbed.NewBinaryCache(t)
+	node.ReachHost(t, "cache", nodeCachePort, c.Port)
 	node.MustExec(t, "sh", "-c", `printf '%s\n' "$@" >/etc/nix/nix.conf`, "sh",
 		"sandbox = false", "build-users-group =",
 		"substituters = http://127.0.0.1:"+strconv.Itoa(nodeCachePort),
-		"trusted-public-keys = "+strings.TrimSpace(string(pub)))
+		"trusted-public-keys = "+c.PublicKey)
 	return c
-}
-
-// hold puts the closures of paths into the cache, signed.
-func (c *nodeCache) hold(t *testing.T, paths ...string) {
-	t.Helper()
-	to := "file://" + c.dir + "?compression=none&secret-key=" + c.secretKey
-	hostCmd(t, append([]string{"nix", "--extra-experimental-features", "nix-command", "copy", "--to", to}, paths...)...)
-}
-
-// down stops serving: the node's cache is unreachable from then on.
-func (c *nodeCache) down() { _ = c.srv.Close() }
-
-func hostCmd(t *testing.T, argv ...string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	if out, err := exec.CommandContext(ctx, argv[0], argv[1:]...).CombinedOutput(); err != nil {
-		t.Fatalf("%s: %v\n%s", strings.Join(argv, " "), err, out)
-	}
 }
 
 // pushLine is a run's push line of node: the copy's counts.
@@ -103,20 +54,9 @@ func push(t *testing.T, r run, node string) pushLine {
 // setNodeSubstitute bakes web1's substituteOnNode into the tree.
 func setNodeSubstitute(t *testing.T, tree string, on bool) {
 	t.Helper()
-	defFile := filepath.Join(tree, "deployment.json")
-	raw, err := os.ReadFile(defFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var def map[string]any
-	if err := json.Unmarshal(raw, &def); err != nil {
-		t.Fatal(err)
-	}
-	def["groups"].(map[string]any)["web"].(map[string]any)["nodes"].(map[string]any)["web1"].(map[string]any)["substituteOnNode"] = on
-	raw, _ = json.Marshal(def)
-	if err := os.WriteFile(defFile, raw, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	editDeployment(t, tree, func(def map[string]any) {
+		def["groups"].(map[string]any)["web"].(map[string]any)["nodes"].(map[string]any)["web1"].(map[string]any)["substituteOnNode"] = on
+	})
 }
 
 // Issue 34 item 1: substitutes on the node. By default the node first fetches from
@@ -132,7 +72,7 @@ func TestSSHSubstituteOnNode(t *testing.T) {
 	// Each generation's closure in the node's cache: its toplevel (the payload
 	// they share is there after the first).
 	for _, gen := range []string{"sa", "sb", "sc", "sd"} {
-		cache.hold(t, testbed.BuildClosure(t, "healthy", "mode-web1-"+gen))
+		cache.Hold(t, testbed.BuildClosure(t, "healthy", "mode-web1-"+gen))
 	}
 	apply := func(gen string, args ...string) pushLine {
 		t.Helper()
@@ -167,7 +107,7 @@ func TestSSHSubstituteOnNode(t *testing.T) {
 	setNodeSubstitute(t, g.tree, true)
 
 	// (b) The cache down: the copy completes from the deployer.
-	cache.down()
+	cache.Down()
 	p = apply("sd")
 	if p.missing == 0 || p.sent != p.missing || p.fromCaches != 0 {
 		t.Errorf("cache down: %q; want every missing path sent by the deployer", p.msg)

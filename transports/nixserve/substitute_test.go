@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
-	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -14,50 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard-nix/switchyard/testbed"
 	"github.com/switchyard-nix/switchyard/transports/nixserve"
 )
 
-// binaryCache is a signed binary cache served over HTTP on loopback, and the Nix
-// options that make a store substitute from it.
-type binaryCache struct {
-	dir, secret string
-	options     []string // --option substituters ... --option trusted-public-keys ...
-	srv         *http.Server
-}
-
-func newBinaryCache(t *testing.T) *binaryCache {
-	t.Helper()
-	keys := t.TempDir()
-	c := &binaryCache{dir: t.TempDir(), secret: filepath.Join(keys, "secret")}
-	run(t, "nix-store", "--generate-binary-cache-key", "switchyard-test-cache-1", c.secret, filepath.Join(keys, "public"))
-	pub, err := os.ReadFile(filepath.Join(keys, "public"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.srv = &http.Server{Handler: http.FileServer(http.Dir(c.dir)), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = c.srv.Serve(ln) }()
-	t.Cleanup(func() { _ = c.srv.Close() })
-	c.options = []string{"--option", "substituters", "http://" + ln.Addr().String(),
-		"--option", "trusted-public-keys", strings.TrimSpace(string(pub))}
-	return c
-}
-
-// hold puts paths and their closures into the cache.
-func (c *binaryCache) hold(t *testing.T, paths ...string) {
-	t.Helper()
-	run(t, append([]string{"nix", "--extra-experimental-features", "nix-command", "copy",
-		"--to", "file://" + c.dir + "?compression=none&secret-key=" + c.secret}, paths...)...)
-}
-
-func run(t *testing.T, argv ...string) {
-	t.Helper()
-	if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
-		t.Fatalf("%s: %v\n%s", strings.Join(argv, " "), err, out)
-	}
+// substituteFrom is the Nix options that make a store substitute from c.
+func substituteFrom(c *testbed.BinaryCache) []string {
+	return []string{"--option", "substituters", c.URL, "--option", "trusted-public-keys", c.PublicKey}
 }
 
 // localServeWith is localServe with more options for the node's nix-store, and
@@ -114,12 +74,12 @@ func TestServeSubstitute(t *testing.T) {
 	needNixBuild(t)
 	root, closure := buildTestClosure(t, "serve-subst", 20, 0)
 	half := leafClosure(t, closure)
-	cache := newBinaryCache(t)
-	cache.hold(t, half...)
+	cache := testbed.NewBinaryCache(t)
+	cache.Hold(t, half...)
 	ctx := ctxFor(t, 2*time.Minute)
 
 	dir := filepath.Join(t.TempDir(), "node")
-	st, err := nixserve.CopyThroughWith(ctx, localServeWith(dir, cache.options...), []string{root}, nil, nixserve.Options{Substitute: true})
+	st, err := nixserve.CopyThroughWith(ctx, localServeWith(dir, substituteFrom(cache)...), []string{root}, nil, nixserve.Options{Substitute: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +92,7 @@ func TestServeSubstitute(t *testing.T) {
 
 	// Without Substitute the same node config streams all of it.
 	dir = filepath.Join(t.TempDir(), "node")
-	st, err = nixserve.CopyThroughWith(ctx, localServeWith(dir, cache.options...), []string{root}, nil, nixserve.Options{})
+	st, err = nixserve.CopyThroughWith(ctx, localServeWith(dir, substituteFrom(cache)...), []string{root}, nil, nixserve.Options{})
 	if err != nil || st.Substituted != 0 || st.Sent != len(closure) || st.Substitute {
 		t.Errorf("without substitution: %+v, %v; want all %d sent", st, err, len(closure))
 	}
@@ -145,21 +105,21 @@ func TestServeSubstituteCacheDown(t *testing.T) {
 	needNixBuild(t)
 	root, closure := buildTestClosure(t, "serve-subst-down", 20, 0)
 	half := leafClosure(t, closure)
-	cache := newBinaryCache(t)
-	cache.hold(t, half...)
+	cache := testbed.NewBinaryCache(t)
+	cache.Hold(t, half...)
 	ctx := ctxFor(t, 2*time.Minute)
 
 	// The node has used the cache before (Nix remembers it), then it goes down.
 	known, _ := buildTestClosure(t, "serve-subst-known", 1, 0)
-	cache.hold(t, known)
-	if _, err := nixserve.CopyThroughWith(ctx, localServeWith(filepath.Join(t.TempDir(), "node"), cache.options...),
+	cache.Hold(t, known)
+	if _, err := nixserve.CopyThroughWith(ctx, localServeWith(filepath.Join(t.TempDir(), "node"), substituteFrom(cache)...),
 		[]string{known}, nil, nixserve.Options{Substitute: true}); err != nil {
 		t.Fatal(err)
 	}
-	_ = cache.srv.Close()
+	cache.Down()
 
 	dir := filepath.Join(t.TempDir(), "node")
-	st, err := nixserve.CopyThroughWith(ctx, localServeWith(dir, cache.options...), []string{root}, nil, nixserve.Options{Substitute: true})
+	st, err := nixserve.CopyThroughWith(ctx, localServeWith(dir, substituteFrom(cache)...), []string{root}, nil, nixserve.Options{Substitute: true})
 	if err != nil {
 		t.Fatalf("copy with the cache down: %v", err)
 	}
