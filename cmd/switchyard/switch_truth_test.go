@@ -143,7 +143,9 @@ func TestDeploySwitchTimeoutAfterLinkMoved(t *testing.T) {
 				t.Errorf("no log names the bound: %q", logMsgs(r))
 			}
 			if units := switchUnits(t, node); len(units) != 0 {
-				t.Errorf("switch units left on the node: %v", units)
+				// systemctl status exits 3 for a unit that is not active: its output is what counts.
+				status, _ := node.Exec(context.Background(), "systemctl", "status", "--no-pager", "--lines=30", "--", units[0])
+				t.Errorf("switch units left on the node: %v\n%s\nthe run's log:\n%s", units, status, strings.Join(logMsgs(r), "\n"))
 			}
 		})
 	}
