@@ -430,9 +430,13 @@ func (r *run) readCurrent(ctx context.Context) (string, error) {
 // generation: the link proves nothing here, and finalize never runs.
 func (r *run) timedOut(ctx context.Context) error {
 	r.v.Switch.Result = verdict.SwitchError
-	if rec := r.record; rec != nil && rec.State != recDone && rec.State != recActivating {
-		// The node switches itself back (ConfirmSwitchScript): wait for it, then
-		// report where it is.
+	if rec := r.record; rec != nil && rec.State != recDone {
+		// The node switches itself back when it has a previous generation
+		// (ConfirmSwitchScript): wait for its decision, then report where it is. A
+		// record still "activating" holds the status but not yet the script's next
+		// step (its switch back, or "done"): read on, or the body would put the
+		// profile and boot entry back beside the node's own switch back and leave
+		// the unit behind.
 		final, current, err := r.readRecord(ctx, r.rollbackDeadline(), false)
 		if err != nil {
 			return err
@@ -443,8 +447,10 @@ func (r *run) timedOut(ctx context.Context) error {
 			return failWith(exitcode.Verdict, "the switch was stopped at DEPLOY_SWITCH_TIMEOUT (%s); the node switched itself back to the generation it ran before, %q, with the system profile and boot entry on it",
 				r.cfg.SwitchTimeout, current)
 		}
-		r.log("error", "%s: confirm: the node's own switch back to %s did not complete (%s, switch-to-configuration exited %d): putting the system profile and boot entry back",
-			r.d.Node, final.Previous, final.State, final.RollbackStatus)
+		if final.State != recDone {
+			r.log("error", "%s: confirm: the node's own switch back to %s did not complete (%s, switch-to-configuration exited %d): putting the system profile and boot entry back",
+				r.d.Node, final.Previous, final.State, final.RollbackStatus)
+		}
 	}
 	if cur, err := r.readCurrent(ctx); err == nil {
 		r.running = cur

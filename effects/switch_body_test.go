@@ -104,3 +104,68 @@ func TestSwitchResultGoneIsError(t *testing.T) {
 		t.Errorf("exit %d switch %+v reasons %q", res.ExitCode, v.Switch, v.Reasons)
 	}
 }
+
+// switchedBack answers for a Node whose switch ran past DEPLOY_SWITCH_TIMEOUT with
+// confirmation on, read at the moment ConfirmSwitchScript has written the status (124,
+// timeout(1)'s) but not yet the state of its switch back: the record still says
+// "activating". The node then switches itself back to the previous generation.
+type switchedBack struct {
+	*effectstest.Node
+	previous string
+}
+
+func (f *switchedBack) Run(ctx context.Context, c effects.Command) (int, error) {
+	if len(c.Argv) > 2 && c.Argv[0] == "sh" {
+		switch c.Argv[2] {
+		case effects.SwitchWaitScript:
+			f.Record("run switch wait")
+			fmt.Fprintf(c.Stdout, "LoadState=loaded\nActiveState=activating\nResult=success\nExecMainCode=0\nExecMainStatus=0\nMainPID=42\n"+
+				"record.state=activating\nrecord.status=124\nrecord.previous=%s\ncurrent=%s\n", f.previous, f.Toplevel)
+			return 0, nil
+		case effects.ConfirmScript:
+			f.Record("run confirm read")
+			fmt.Fprintf(c.Stdout, "record.state=rolled-back\nrecord.status=124\nrecord.rollback-status=0\nrecord.previous=%s\ncurrent=%s\n",
+				f.previous, f.previous)
+			return 0, nil
+		}
+	}
+	return f.Node.Run(ctx, c)
+}
+
+// A switch stopped at DEPLOY_SWITCH_TIMEOUT whose record is read before the node's
+// script began its switch back (state "activating", status 124): the body waits for
+// the node's own decision, reports the generation it switched back to, and unloads
+// the switch's unit, as when the record already said "rolling-back". (Seen on the
+// test bed under load: the unit was left on the node and the body put the profile
+// and boot entry back beside the node's own switch back.)
+func TestSwitchTimeoutReadBeforeTheSwitchBack(t *testing.T) {
+	f := &switchedBack{Node: effectstest.Load(t, "healthy")}
+	f.previous = f.Current
+	d := (&effects.Deploy{Node: "web1", Transport: f, Config: testConfig(false), Reporter: &effectstest.Events{},
+		Source: effects.Source{Toplevel: f.Toplevel}}).WithSeams(func(context.Context, effects.Source) (string, error) { return f.Toplevel, nil }, time.Millisecond)
+	res := d.Run(context.Background())
+	v := res.Verdict
+	if res.ExitCode != exitcode.Verdict || v.Switch.Result != verdict.SwitchError {
+		t.Errorf("exit %d switch %+v, want %d and an error", res.ExitCode, v.Switch, exitcode.Verdict)
+	}
+	if !strings.Contains(strings.Join(v.Reasons, ";"), "switched itself back to the generation it ran before") {
+		t.Errorf("reasons %q, want the node's own switch back", v.Reasons)
+	}
+	if f.Did("run confirm read") == 0 || f.Did("run systemctl stop -- switchyard-switch-") != 1 || f.Did("run systemctl reset-failed -- switchyard-switch-") != 1 {
+		t.Errorf("want the record read until the node decided, and the unit stopped and reset once: %q", switchSteps(f.Log()))
+	}
+	if f.Did("finalize") != 0 {
+		t.Errorf("the body put the profile and boot entry back beside the node's own switch back: %q", switchSteps(f.Log()))
+	}
+}
+
+// switchSteps is a fake node's log of the switch's steps, without the long scripts.
+func switchSteps(log []string) []string {
+	var steps []string
+	for _, l := range log {
+		if strings.HasPrefix(l, "run systemctl") || strings.HasPrefix(l, "run switch wait") || strings.HasPrefix(l, "run confirm") || strings.HasPrefix(l, "finalize") {
+			steps = append(steps, l)
+		}
+	}
+	return steps
+}
