@@ -22,9 +22,15 @@ func testConfig(verdictOnly bool) effects.Config {
 
 func deploy(t *testing.T, f *effectstest.Node, cfg effects.Config) (effects.Result, *effectstest.Events) {
 	t.Helper()
+	return deployThrough(t, f, f.Toplevel, cfg)
+}
+
+// deployThrough is deploy through a transport that wraps a fake node's answers.
+func deployThrough(t *testing.T, tr effects.Transport, toplevel string, cfg effects.Config) (effects.Result, *effectstest.Events) {
+	t.Helper()
 	ev := &effectstest.Events{}
-	d := (&effects.Deploy{Node: "web1", Transport: f, Config: cfg, Reporter: ev,
-		Source: effects.Source{Toplevel: f.Toplevel}}).WithSeams(func(context.Context, effects.Source) (string, error) { return f.Toplevel, nil }, time.Millisecond)
+	d := (&effects.Deploy{Node: "web1", Transport: tr, Config: cfg, Reporter: ev,
+		Source: effects.Source{Toplevel: toplevel}}).WithSeams(func(context.Context, effects.Source) (string, error) { return toplevel, nil }, time.Millisecond)
 	return d.Run(context.Background()), ev
 }
 

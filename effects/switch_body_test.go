@@ -141,9 +141,7 @@ func (f *switchedBack) Run(ctx context.Context, c effects.Command) (int, error) 
 func TestSwitchTimeoutReadBeforeTheSwitchBack(t *testing.T) {
 	f := &switchedBack{Node: effectstest.Load(t, "healthy")}
 	f.previous = f.Current
-	d := (&effects.Deploy{Node: "web1", Transport: f, Config: testConfig(false), Reporter: &effectstest.Events{},
-		Source: effects.Source{Toplevel: f.Toplevel}}).WithSeams(func(context.Context, effects.Source) (string, error) { return f.Toplevel, nil }, time.Millisecond)
-	res := d.Run(context.Background())
+	res, _ := deployThrough(t, f, f.Toplevel, testConfig(false))
 	v := res.Verdict
 	if res.ExitCode != exitcode.Verdict || v.Switch.Result != verdict.SwitchError {
 		t.Errorf("exit %d switch %+v, want %d and an error", res.ExitCode, v.Switch, exitcode.Verdict)

@@ -96,8 +96,9 @@ log=$(mktemp)
 lint_log=$log.lint
 trap 'rm -f "$skipped" "$skipped_tests" "$log" "$log".spire* "$log".lint*; report' EXIT
 tier tools gate_tools
-# The gate's two tiers at once: each waits on the network (the module proxy, its Go)
-# and on its own steps, which the other's compiling fills.
+# The gate's two tiers at once, so each one's network waits (the module proxy, its Go)
+# overlap the other's compiling. Measured on two cores it gains nothing (cold 329 s
+# against 323 s one after the other; warm 168 s against 152 s): both are CPU-bound.
 lint_beside &
 lint_pid=$!
 tier unit env SWITCHYARD_SKIPPED_OUT="$skipped" SWITCHYARD_SKIPPED_TESTS_OUT="$skipped_tests" bash testbed/checkphase.sh
