@@ -14,15 +14,22 @@ import (
 // genBed is one fresh node in a tree whose builder makes the healthy closure tagged
 // by the hello setting gen, which each submission picks: so each gen is a generation.
 type genBed struct {
-	node *testbed.Node
-	tree string
-	env  []string
+	method string // the method the runs use: ssh, tf (the node's host), ...
+	node   *testbed.Node
+	tree   string
+	env    []string
 }
 
 func newGenBed(t *testing.T, bed *testbed.Bed) *genBed { return newGenBedOf(t, bed, "healthy") }
 
 // newGenBedOf is newGenBed with the closure of that name (testbed/closures).
 func newGenBedOf(t *testing.T, bed *testbed.Bed, closure string) *genBed {
+	return newGenBedFor(t, bed, "ssh", closure)
+}
+
+// newGenBedFor is newGenBedOf run through method, which reaches the node by its
+// host: ssh or tf.
+func newGenBedFor(t *testing.T, bed *testbed.Bed, method, closure string) *genBed {
 	nodes, tree, env := fleetTree(t, bed, []string{"web1"}, nil)
 	node := nodes["web1"]
 	builder := fmt.Sprintf(`{ configuration, plan }:
@@ -32,20 +39,20 @@ func newGenBedOf(t *testing.T, bed *testbed.Bed, closure string) *genBed {
 		t.Fatal(err)
 	}
 	bakeHelloSetting(t, tree, "gen", "a")
-	return &genBed{node: node, tree: tree, env: env[1:]}
+	return &genBed{method: method, node: node, tree: tree, env: env[1:]}
 }
 
 // submission is the DEPLOYMENT of generation gen.
 func (g *genBed) submission(gen string) string {
-	sub, _ := json.Marshal(map[string]any{"deployment-method": map[string]any{"ssh": map[string]any{"sshKeyFile": g.node.KeyFile,
+	sub, _ := json.Marshal(map[string]any{"deployment-method": map[string]any{g.method: map[string]any{"sshKeyFile": g.node.KeyFile,
 		"applications": map[string]any{"hello": map[string]any{"enable": true, "settings": map[string]any{"gen": gen}}}}}})
 	return string(sub)
 }
 
-// run runs `ssh <verb>` with the submission of generation gen, JSON output.
+// run runs `<method> <verb>` with the submission of generation gen, JSON output.
 func (g *genBed) run(t *testing.T, gen, verb string, args ...string) run {
 	return switchyard(t, append([]string{"DEPLOYMENT=" + g.submission(gen)}, g.env...),
-		append([]string{"ssh", verb, "--tree", g.tree, "--output", "json"}, args...)...)
+		append([]string{g.method, verb, "--tree", g.tree, "--output", "json"}, args...)...)
 }
 
 // Issue 34 item 2: apply --mode switch|boot|test, nixos-rebuild's meanings. boot sets
