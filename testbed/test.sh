@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The README's test command (and .ci/run), in tiers, each timed, nothing run twice:
 #
-#   gate     gofmt, go vet, staticcheck, shellcheck (lint) beside the unit tier
+#   gate     gofmt, go vet, staticcheck, shellcheck (lint), then the unit tier
 #            (checkphase.sh: `go test ./...` as the flake's check runs it, vendored,
 #            offline, as nobody), in a few minutes, before anything of the test bed is
 #            installed; a red gate ends the run there
@@ -58,9 +58,8 @@ lint() {
 	return $rc
 }
 
-# gate_tools installs the gate's Debian tools a machine lacks (shellcheck for lint; curl
-# and unzip fetch the unit tier's Go) before lint and the unit tier run at once: apt
-# takes one lock.
+# gate_tools installs the gate's Debian tools a machine lacks: shellcheck for lint;
+# curl and unzip, which fetch the unit tier's Go.
 gate_tools() {
 	local missing=() tool
 	for tool in shellcheck curl unzip; do
@@ -73,37 +72,16 @@ gate_tools() {
 		{ apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}"; }; } >&2
 }
 
-# lint_beside runs lint in the background, its output kept in $lint_log until it is
-# shown (lint_shown), so the two tiers' lines do not mix.
-lint_beside() {
-	local start rc=0
-	start=$(date +%s)
-	lint >"$lint_log" 2>&1 || rc=$?
-	echo "$rc $(($(date +%s) - start))" >"$lint_log.status"
-}
-lint_shown() {
-	local rc secs
-	cat "$lint_log" >&2
-	read -r rc secs <"$lint_log.status" || rc=1
-	times+=("$(printf '%-8s %5ss  %s' lint "${secs:-?}" "$([ "$rc" = 0 ] && echo "ok (beside unit)" || echo "FAILED (exit $rc)")")")
-	echo "tier ${times[-1]}" >&2
-	[ "$rc" = 0 ] || status=1
-}
-
 skipped=$(mktemp)
 skipped_tests=$(mktemp)
 log=$(mktemp)
-lint_log=$log.lint
-trap 'rm -f "$skipped" "$skipped_tests" "$log" "$log".spire* "$log".lint*; report' EXIT
+trap 'rm -f "$skipped" "$skipped_tests" "$log" "$log".spire*; report' EXIT
 tier tools gate_tools
-# The gate's two tiers at once, so each one's network waits (the module proxy, its Go)
-# overlap the other's compiling. Measured on two cores it gains nothing (cold 329 s
-# against 323 s one after the other; warm 168 s against 152 s): both are CPU-bound.
-lint_beside &
-lint_pid=$!
+# The fast gate first. Run beside the unit tier instead it gained nothing on two cores
+# (cold 329 s against 323 s one after the other; warm 168 s against 152 s): both are
+# CPU-bound.
+tier lint lint
 tier unit env SWITCHYARD_SKIPPED_OUT="$skipped" SWITCHYARD_SKIPPED_TESTS_OUT="$skipped_tests" bash testbed/checkphase.sh
-wait "$lint_pid" || true
-lint_shown
 if [ $status != 0 ]; then
 	echo "gate: red, the test bed is not started" >&2
 	exit 1
