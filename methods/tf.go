@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/go-version"
 	tfjson "github.com/hashicorp/terraform-json"
 
+	"github.com/switchyard-nix/switchyard/effects"
 	"github.com/switchyard-nix/switchyard/plan"
 	"github.com/switchyard-nix/switchyard/plan/definition"
 	"github.com/switchyard-nix/switchyard/plan/method"
@@ -673,13 +674,53 @@ func (r *tfRun) plan(ctx context.Context) (int, error) {
 			n++
 		}
 		saved.Nodes[node.Name] = savedPlanNode{NixosConf: node.NixosConf, Drv: r.drvs[node.Name], Changed: c}
-		r.out.Plan(node.Name, node.NixosConf, c, nil)
+	}
+	would, failed, code := r.dryActivateAll(ctx, saved.Nodes, tofu.NewInstances(p))
+	for _, node := range r.p.Nodes {
+		r.out.Plan(node.Name, node.NixosConf, saved.Nodes[node.Name].Changed, would[node.Name])
 	}
 	if err := saved.write(r.req.PlanOut); err != nil {
 		return ExitInfra, err
 	}
-	r.out.PlanSummary(len(r.p.Nodes), n, 0, ExitOK)
-	return ExitOK, nil
+	r.out.PlanSummary(len(r.p.Nodes), n, failed, code)
+	return code, nil
+}
+
+// dryActivateAll asks every changed node, at most width at once, what a switch to its
+// planned toplevel would do, as the ssh method's plan does (fleet.dryActivate: the
+// closure is copied, so the apply after it finds it there). Offline, no node is
+// asked; nor is one whose Incus instance this plan creates or replaces (fresh): it
+// does not exist yet as the apply will make it. A node that cannot be asked fails the
+// plan as in the ssh method (exit 3): the plan cannot say what its apply would do.
+func (r *tfRun) dryActivateAll(ctx context.Context, planned map[string]savedPlanNode, fresh map[string]bool) (map[string]*effects.DryActivation, int, int) {
+	var ask []*plan.Node
+	for _, n := range r.p.Nodes {
+		switch {
+		case r.offline || !planned[n.Name].Changed:
+		case fresh[n.Name]:
+			r.out.Log(n.Name, "info", fmt.Sprintf("%s: plan: no dry activation: its Incus instance does not exist yet (this plan creates or replaces it)", n.Name))
+		default:
+			ask = append(ask, n)
+		}
+	}
+	type asked struct {
+		would *effects.DryActivation
+		code  int
+	}
+	results := pool.Map(ctx, ask, r.width(), func(ctx context.Context, n *plan.Node) asked {
+		d, c := r.dryActivate(ctx, n, r.drvs[n.Name])
+		return asked{d, c}
+	})
+	would := map[string]*effects.DryActivation{}
+	failed, code := 0, ExitOK
+	for i, n := range ask {
+		would[n.Name] = results[i].would
+		if results[i].code != ExitOK {
+			failed++
+			code = max(code, results[i].code)
+		}
+	}
+	return would, failed, code
 }
 
 // providerRun is what this run hands the provider (provider/contract): the journal
