@@ -44,6 +44,8 @@ type tfRun struct {
 	targets []string // a subset run's -target addresses
 	before  []byte   // the state before this run, when read to lay the nodes out
 
+	logs *bodyLogs // the deploy bodies' log lines (apply, run); nil: none
+
 	receiptKeyFile string            // the receipt key the provider signs with ("": unsigned)
 	pub            ed25519.PublicKey // receipts verify's key
 }
@@ -69,6 +71,8 @@ func (r *tfRun) run(ctx context.Context) (int, error) {
 	if err != nil {
 		return code, err
 	}
+	run.LogSocket = r.listenBodyLogs()
+	defer r.logs.closeWait()
 	tenant, code, err := r.tenant(ctx, nodes, &run)
 	if err != nil {
 		return code, err
@@ -131,6 +135,22 @@ func (r *tfRun) inputs(ctx context.Context, subset bool) ([]tofu.Node, int, erro
 		return nil, ExitRefused, err
 	}
 	return nodes, ExitOK, nil
+}
+
+// listenBodyLogs is the socket the provider sends the deploy bodies' log lines to
+// (contract.Run.LogSocket), for the verbs that deploy: apply and run; "" for the
+// others, or when it cannot be made (the lines then stay in the provider log).
+func (r *tfRun) listenBodyLogs() string {
+	if r.req.Verb != "apply" && r.req.Verb != "run" {
+		return ""
+	}
+	logs, err := listenBodyLogs(r.out)
+	if err != nil {
+		r.out.Log("", "warn", fmt.Sprintf("the deploy bodies' log lines stay in the provider log: %v", err))
+		return ""
+	}
+	r.logs = logs
+	return logs.path()
 }
 
 // tenant is tf-incus-operator's part of the graph (nil for the other methods), its
@@ -529,6 +549,7 @@ func (r *tfRun) apply(ctx context.Context) (int, error) {
 	w, wait := r.events()
 	err := r.session.Apply(ctx, r.options(w))
 	wait()
+	r.logs.closeWait() // the bodies' lines before the verdicts
 	if lerr := lockRefusal(r.locked.Load(), err); lerr != nil {
 		return ExitRefused, lerr
 	}
@@ -789,6 +810,7 @@ func (r *tfRun) raw(ctx context.Context) (int, error) {
 		stdout = r.req.Stderr
 	}
 	err := r.session.Raw(ctx, r.req.TofuArgs, r.req.Stdin, stdout, r.req.Stderr)
+	r.logs.closeWait()
 	code := ExitOK
 	if err != nil {
 		code = ExitInfra
