@@ -24,7 +24,8 @@ func tfPush(t *testing.T, r run, node string) pushLine {
 // Issue 34 items 1 and 2 for the OpenTofu methods, on one node and one cache:
 //   - substitutes on the node: the deployment's copy first fetches from the node's
 //     own binary caches and streams the rest, its push line among the run's events
-//     as the ssh method's; apply --no-substitute streams everything;
+//     as the ssh method's; apply --no-substitute, and the node's substituteOnNode =
+//     false, stream everything;
 //   - plan dry-activates a changed node: the plan event and the text name the units
 //     a switch would stop, leave alone and start; nothing is activated.
 func TestTFPlanDryActivate(t *testing.T) {
@@ -33,7 +34,7 @@ func TestTFPlanDryActivate(t *testing.T) {
 	t.Parallel()
 	g := newGenBedFor(t, bed, "tf", "ng-switch")
 	cache := newNodeCache(t, g.node)
-	for _, gen := range []string{"a", "c"} {
+	for _, gen := range []string{"a", "c", "d"} {
 		cache.Hold(t, testbed.BuildClosure(t, "ng-switch", "mode-web1-"+gen))
 	}
 	apply := func(gen string, args ...string) pushLine {
@@ -90,5 +91,10 @@ func TestTFPlanDryActivate(t *testing.T) {
 	// --no-substitute streams every missing path, though the cache holds them.
 	if p := apply("c", "--no-substitute"); p.missing == 0 || p.sent != p.missing || p.fromCaches != 0 {
 		t.Errorf("--no-substitute: %q; want every missing path sent, none from the caches", p.msg)
+	}
+	// ... as does the node's own substituteOnNode = false.
+	setNodeSubstitute(t, g.tree, false)
+	if p := apply("d"); p.missing == 0 || p.sent != p.missing || p.fromCaches != 0 {
+		t.Errorf("substituteOnNode = false: %q; want every missing path sent, none from the caches", p.msg)
 	}
 }
