@@ -64,7 +64,7 @@ type Request struct {
 	AllowOlder bool
 	// Mode is apply --mode (ssh method): switch, boot or test; "" is switch.
 	Mode string
-	// NoSubstitute is --no-substitute (plan and apply of the ssh method): every
+	// NoSubstitute is --no-substitute (plan and apply of every method): every
 	// node is sent all it lacks, none fetches from its own binary caches.
 	NoSubstitute bool
 	// Reboot is apply --reboot (ssh method): reboot each node once its boot entry
@@ -110,7 +110,7 @@ type Reporter interface {
 	Log(node, level, msg string)
 	Verdict(v verdict.Verdict)
 	// Plan is one node's plan; would, what a switch would do to its units (nil: not
-	// asked: offline, unchanged, or the OpenTofu runner).
+	// asked: offline, unchanged, an Incus instance the plan creates, or unreachable).
 	Plan(node, nixosConf string, changed bool, would *effects.DryActivation)
 	Summary(nodes, ok, failed, exitCode int)
 	// PlanSummary closes the plan verb: of nodes, changed would be deployed and

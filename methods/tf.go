@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/go-version"
 	tfjson "github.com/hashicorp/terraform-json"
 
+	"github.com/switchyard-nix/switchyard/effects"
 	"github.com/switchyard-nix/switchyard/plan"
 	"github.com/switchyard-nix/switchyard/plan/definition"
 	"github.com/switchyard-nix/switchyard/plan/method"
@@ -42,6 +43,8 @@ type tfRun struct {
 
 	targets []string // a subset run's -target addresses
 	before  []byte   // the state before this run, when read to lay the nodes out
+
+	logs *bodyLogs // the deploy bodies' log lines (apply, run); nil: none
 
 	receiptKeyFile string            // the receipt key the provider signs with ("": unsigned)
 	pub            ed25519.PublicKey // receipts verify's key
@@ -68,6 +71,8 @@ func (r *tfRun) run(ctx context.Context) (int, error) {
 	if err != nil {
 		return code, err
 	}
+	run.LogSocket = r.listenBodyLogs()
+	defer r.logs.closeWait()
 	tenant, code, err := r.tenant(ctx, nodes, &run)
 	if err != nil {
 		return code, err
@@ -130,6 +135,22 @@ func (r *tfRun) inputs(ctx context.Context, subset bool) ([]tofu.Node, int, erro
 		return nil, ExitRefused, err
 	}
 	return nodes, ExitOK, nil
+}
+
+// listenBodyLogs is the socket the provider sends the deploy bodies' log lines to
+// (contract.Run.LogSocket), for the verbs that deploy: apply and run; "" for the
+// others, or when it cannot be made (the lines then stay in the provider log).
+func (r *tfRun) listenBodyLogs() string {
+	if r.req.Verb != "apply" && r.req.Verb != "run" {
+		return ""
+	}
+	logs, err := listenBodyLogs(r.out)
+	if err != nil {
+		r.out.Log("", "warn", fmt.Sprintf("the deploy bodies' log lines stay in the provider log: %v", err))
+		return ""
+	}
+	r.logs = logs
+	return logs.path()
 }
 
 // tenant is tf-incus-operator's part of the graph (nil for the other methods), its
@@ -528,6 +549,7 @@ func (r *tfRun) apply(ctx context.Context) (int, error) {
 	w, wait := r.events()
 	err := r.session.Apply(ctx, r.options(w))
 	wait()
+	r.logs.closeWait() // the bodies' lines before the verdicts
 	if lerr := lockRefusal(r.locked.Load(), err); lerr != nil {
 		return ExitRefused, lerr
 	}
@@ -673,13 +695,53 @@ func (r *tfRun) plan(ctx context.Context) (int, error) {
 			n++
 		}
 		saved.Nodes[node.Name] = savedPlanNode{NixosConf: node.NixosConf, Drv: r.drvs[node.Name], Changed: c}
-		r.out.Plan(node.Name, node.NixosConf, c, nil)
+	}
+	would, failed, code := r.dryActivateAll(ctx, saved.Nodes, tofu.NewInstances(p))
+	for _, node := range r.p.Nodes {
+		r.out.Plan(node.Name, node.NixosConf, saved.Nodes[node.Name].Changed, would[node.Name])
 	}
 	if err := saved.write(r.req.PlanOut); err != nil {
 		return ExitInfra, err
 	}
-	r.out.PlanSummary(len(r.p.Nodes), n, 0, ExitOK)
-	return ExitOK, nil
+	r.out.PlanSummary(len(r.p.Nodes), n, failed, code)
+	return code, nil
+}
+
+// dryActivateAll asks every changed node, at most width at once, what a switch to its
+// planned toplevel would do, as the ssh method's plan does (fleet.dryActivate: the
+// closure is copied, so the apply after it finds it there). Offline, no node is
+// asked; nor is one whose Incus instance this plan creates or replaces (fresh): it
+// does not exist yet as the apply will make it. A node that cannot be asked fails the
+// plan as in the ssh method (exit 3): the plan cannot say what its apply would do.
+func (r *tfRun) dryActivateAll(ctx context.Context, planned map[string]savedPlanNode, fresh map[string]bool) (map[string]*effects.DryActivation, int, int) {
+	var ask []*plan.Node
+	for _, n := range r.p.Nodes {
+		switch {
+		case r.offline || !planned[n.Name].Changed:
+		case fresh[n.Name]:
+			r.out.Log(n.Name, "info", fmt.Sprintf("%s: plan: no dry activation: its Incus instance does not exist yet (this plan creates or replaces it)", n.Name))
+		default:
+			ask = append(ask, n)
+		}
+	}
+	type asked struct {
+		would *effects.DryActivation
+		code  int
+	}
+	results := pool.Map(ctx, ask, r.width(), func(ctx context.Context, n *plan.Node) asked {
+		d, c := r.dryActivate(ctx, n, r.drvs[n.Name])
+		return asked{d, c}
+	})
+	would := map[string]*effects.DryActivation{}
+	failed, code := 0, ExitOK
+	for i, n := range ask {
+		would[n.Name] = results[i].would
+		if results[i].code != ExitOK {
+			failed++
+			code = max(code, results[i].code)
+		}
+	}
+	return would, failed, code
 }
 
 // providerRun is what this run hands the provider (provider/contract): the journal
@@ -748,6 +810,7 @@ func (r *tfRun) raw(ctx context.Context) (int, error) {
 		stdout = r.req.Stderr
 	}
 	err := r.session.Raw(ctx, r.req.TofuArgs, r.req.Stdin, stdout, r.req.Stderr)
+	r.logs.closeWait()
 	code := ExitOK
 	if err != nil {
 		code = ExitInfra

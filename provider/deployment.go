@@ -420,7 +420,8 @@ func (m *deploymentModel) transport(s *session) (effects.Transport, error) {
 	return transports.Open(spec)
 }
 
-// logReporter sends the body's progress to the provider log (TF_LOG_PROVIDER).
+// logReporter sends the body's progress to the provider log (TF_LOG_PROVIDER), and
+// its log lines to the CLI too (bodyLogs), which reports them as the ssh method does.
 type logReporter struct{ ctx context.Context }
 
 func (r logReporter) Phase(node, phase string, state effects.PhaseState, elapsed time.Duration) {
@@ -428,6 +429,7 @@ func (r logReporter) Phase(node, phase string, state effects.PhaseState, elapsed
 }
 
 func (r logReporter) Log(node, level, msg string) {
+	bodyLogs.Load().send(contract.LogLine{Node: node, Level: level, Msg: msg})
 	switch level {
 	case "error", "warn":
 		tflog.Warn(r.ctx, msg)

@@ -43,6 +43,7 @@ func newSession(getenv func(string) string) (*session, error) {
 		return nil, err
 	}
 	s := &session{run: run}
+	bodyLogs.Store(newRelay(run.LogSocket))
 	s.deploy, s.deployErr = effects.ConfigFromEnv(getenv)
 	s.incus = sync.OnceValues(func() (*api.Client, error) {
 		ep, err := clientconf.OpenWithKey(run.IncusRemote, run.IncusClientKeyFile)

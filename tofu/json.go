@@ -221,6 +221,28 @@ func ChangedInstances(p *tfjson.Plan) map[string]bool {
 	return out
 }
 
+// NewInstances are the nodes whose Incus instance the plan creates or replaces:
+// before the apply, that instance does not exist as planned (a new node's is not
+// there at all; a replaced one is deleted and made anew from its image), so nothing
+// on it can say what the planned generation would do. An update in place keeps the
+// instance and is not in it.
+func NewInstances(p *tfjson.Plan) map[string]bool {
+	out := map[string]bool{}
+	if p == nil {
+		return out
+	}
+	for _, rc := range p.ResourceChanges {
+		if rc.Type != InstanceType || rc.Change == nil {
+			continue
+		}
+		a := rc.Change.Actions
+		if node := NodeOf(rc.Address); node != "" && (a.Create() || a.Replace()) {
+			out[node] = true
+		}
+	}
+	return out
+}
+
 // Drifted is, per node whose deployment the plan's refresh found drifted (Read: run
 // or booted by hand), how it departs from its toplevel.
 func Drifted(p *tfjson.Plan) map[string]string {

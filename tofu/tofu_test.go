@@ -508,3 +508,25 @@ func TestChangedInstances(t *testing.T) {
 		t.Errorf("no plan: %v", c)
 	}
 }
+
+func TestNewInstances(t *testing.T) {
+	var p tfjson.Plan
+	if err := json.Unmarshal([]byte(`{"format_version":"1.2","resource_changes":[
+		{"address":"switchyard_incus_instance.node[\"web1\"]","type":"switchyard_incus_instance","change":{"actions":["delete","create"]}},
+		{"address":"switchyard_incus_instance.node[\"web2\"]","type":"switchyard_incus_instance","change":{"actions":["create","delete"]}},
+		{"address":"switchyard_incus_instance.node[\"web3\"]","type":"switchyard_incus_instance","change":{"actions":["create"]}},
+		{"address":"switchyard_incus_instance.node[\"web4\"]","type":"switchyard_incus_instance","change":{"actions":["update"]}},
+		{"address":"switchyard_incus_instance.node[\"web5\"]","type":"switchyard_incus_instance","change":{"actions":["no-op"]}},
+		{"address":"switchyard_incus_instance.node[\"web6\"]","type":"switchyard_incus_instance","change":{"actions":["delete"]}},
+		{"address":"switchyard_deployment.node[\"web7\"]","type":"switchyard_deployment","change":{"actions":["create"]}}]}`), &p); err != nil {
+		t.Fatal(err)
+	}
+	// Replaced either way round, or created: not there as planned before the apply.
+	// Updated in place, untouched, deleted, or a deployment (of an SSH node): there.
+	if c := NewInstances(&p); len(c) != 3 || !c["web1"] || !c["web2"] || !c["web3"] {
+		t.Errorf("new instances %v, want web1, web2 (replaced) and web3 (created)", c)
+	}
+	if c := NewInstances(nil); len(c) != 0 {
+		t.Errorf("no plan: %v", c)
+	}
+}

@@ -101,7 +101,22 @@ func TestTFIncusApplyPlanDestroy(t *testing.T) {
 	}, Methods: inProject(project)})
 	env := []string{"DEPLOY_EVAL_CACHE_DIR=" + t.TempDir()}
 
-	r := switchyard(t, env, "tf-incus", "apply", "--tree", tree, "--output", "json")
+	// Issue 34 item 2: the plan that creates the instances asks no node what a switch
+	// would do (they do not exist yet), and says so.
+	r := switchyard(t, env, "tf-incus", "plan", "--tree", tree, "--output", "json")
+	wantCode(t, r, 0)
+	for _, e := range r.events {
+		if e["kind"] == "plan" && (e["changed"] != true || e["would"] != nil) {
+			t.Errorf("plan of new instances: %v", e)
+		}
+	}
+	for _, name := range []string{"web1", "web2"} {
+		if countLogs(r, name, "plan: no dry activation: its Incus instance does not exist yet") != 1 {
+			t.Errorf("%s: the plan does not say why it was not dry-activated:\n%s", name, strings.Join(logMsgs(r), "\n"))
+		}
+	}
+
+	r = switchyard(t, env, "tf-incus", "apply", "--tree", tree, "--output", "json")
 	wantCode(t, r, 0)
 	vs := verdicts(t, r)
 	for _, name := range []string{"web1", "web2"} {

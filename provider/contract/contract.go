@@ -19,6 +19,11 @@ type Run struct {
 	// state dir's journal/, shared with the ssh method): a file rather than the
 	// resource's state, since a killed apply never writes that state. "": none.
 	JournalDir string `json:"journal_dir,omitempty"`
+	// LogSocket is a unix socket the CLI listens on for the deploy body's log lines
+	// (one LogLine a line, as JSON), which it reports as the run's own log events, as
+	// the ssh method does: OpenTofu's output carries no provider log. "": none (the
+	// lines go to the provider log only).
+	LogSocket string `json:"log_socket,omitempty"`
 	// SSHKeyFile is the sshKeyFile setting: the private key the deployments' SSH
 	// connections offer ("": the ssh configuration's and the agent's).
 	SSHKeyFile string `json:"ssh_key_file,omitempty"`
@@ -42,6 +47,13 @@ type Run struct {
 	// substituteOnNode = false, or every node with --no-substitute. The others
 	// first fetch what the binary caches of their own Nix configuration hold.
 	NoSubstitute []string `json:"no_substitute,omitempty"`
+}
+
+// LogLine is one log line of a deploy body, as the provider sends it to LogSocket.
+type LogLine struct {
+	Node  string `json:"node"`
+	Level string `json:"level"` // error, warn or info
+	Msg   string `json:"msg"`   // "<node>: <phase>: ...", as the ssh method's
 }
 
 // Step is a node's place in a staged rollout.

@@ -63,7 +63,7 @@ func methodFlagSet(m method.Method, verb string, f *methodFlags) *flag.FlagSet {
 			fs.BoolVar(&f.reboot, "reboot", false, "refused (exit 2): this method does not reboot nodes; the ssh method's apply --reboot does")
 		}
 	}
-	if verb == "apply" || verb == "plan" && m.Runner == method.RunnerSSH {
+	if verb == "apply" || verb == "plan" {
 		fs.BoolVar(&f.noSubstitute, "no-substitute", false, "stream every path a node lacks: no node first fetches from the binary caches of its own Nix configuration (as its substituteOnNode = false)")
 	}
 	if verb == "status" {
