@@ -131,6 +131,7 @@ type fleetResult struct {
 	cpu     time.Duration // user+sys of switchyard and every descendant it (or they) waited for
 	self    time.Duration // of that, switchyard's own (its last /proc sample)
 	rss     int64         // the largest maxrss among them
+	selfRSS int64         // of them, switchyard's own peak (VmHWM, sampled like self)
 	// From the events: when the last node's push was done, and per phase the
 	// slowest node's time (the verdicts' phases_ms).
 	lastPush  time.Duration
@@ -455,17 +456,20 @@ func timedApply(cmd *exec.Cmd) (fleetResult, error) {
 	if err := cmd.Start(); err != nil {
 		return r, err
 	}
-	// switchyard's own CPU apart from its children's: its /proc stat, sampled until it
-	// exits (rusage only gives the sum).
-	sampled := make(chan time.Duration)
+	// switchyard's own CPU and peak RSS apart from its children's: its /proc stat and
+	// status, sampled until it exits (rusage only gives the sum, and the largest).
+	sampled := make(chan ownUsage)
 	stop := make(chan struct{})
 	go func() {
-		var last time.Duration
+		var last ownUsage
 		tick := time.NewTicker(50 * time.Millisecond)
 		defer tick.Stop()
 		for {
 			if d, ok := selfCPU(cmd.Process.Pid); ok {
-				last = d
+				last.cpu = d
+			}
+			if hwm, ok := selfPeakRSS(cmd.Process.Pid); ok {
+				last.rss = max(last.rss, hwm)
 			}
 			select {
 			case <-stop:
@@ -482,7 +486,8 @@ func timedApply(cmd *exec.Cmd) (fleetResult, error) {
 	}
 	_, _ = io.Copy(io.Discard, stdout)
 	close(stop)
-	r.self = <-sampled
+	own := <-sampled
+	r.self, r.selfRSS = own.cpu, own.rss
 	err = cmd.Wait()
 	r.wall = time.Since(start)
 	if ps := cmd.ProcessState; ps != nil {
@@ -569,7 +574,7 @@ func printFleet(w io.Writer, results []fleetResult, closurePaths int) error {
 		fmt.Fprint(tw, "; the default --parallel (8)")
 	}
 	fmt.Fprintf(tw, "; the 1-node and largest rows: the median of %d runs\n", fleetRunCount())
-	fmt.Fprintln(tw, "method\twindows\tnodes\twall\tvs 1 node\tdeployer part\tvs 1 node\tbodies start\tCPU (user+sys)\tCPU vs 1 node\tof it switchyard's own\tpeak RSS\tconfirmed\tafter the last body")
+	fmt.Fprintln(tw, "method\twindows\tnodes\twall\tvs 1 node\tdeployer part\tvs 1 node\tbodies start\tCPU (user+sys)\tCPU vs 1 node\tof it switchyard's own\tpeak RSS (the largest process)\tswitchyard's own\tconfirmed\tafter the last body")
 	one := map[string]fleetResult{}
 	for _, r := range results {
 		if r.nodes == 1 {
@@ -588,8 +593,8 @@ func printFleet(w io.Writer, results []fleetResult, closurePaths int) error {
 		if r.afterBodies >= 0 {
 			after = dur(r.afterBodies)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", r.method, r.windows.name, r.nodes, dur(r.wall), wr,
-			dur(r.lastPush), pr, dur(r.firstBody), dur(r.cpu), cr, dur(r.self), mib(r.rss), r.confirmed, after)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", r.method, r.windows.name, r.nodes, dur(r.wall), wr,
+			dur(r.lastPush), pr, dur(r.firstBody), dur(r.cpu), cr, dur(r.self), mib(r.rss), mib(r.selfRSS), r.confirmed, after)
 	}
 	printPhaseTable(tw, results)
 	fmt.Fprintln(tw, "\nmethod\twindows\tnodes\tthe nodes' own CPU (their containers), by the phase each node was in")
@@ -678,6 +683,40 @@ func selfCPU(pid int) (time.Duration, bool) {
 		return 0, false
 	}
 	return time.Duration(utime+stime) * 10 * time.Millisecond, true
+}
+
+// ownUsage is what the samples of switchyard's own process read.
+type ownUsage struct {
+	cpu time.Duration
+	rss int64
+}
+
+// selfPeakRSS is the peak resident set of pid alone (VmHWM of /proc/pid/status): the
+// rusage of the waited command gives only the largest of it and its descendants, which
+// may be a child (nix-instantiate evaluating a batch of nodes, OpenTofu).
+func selfPeakRSS(pid int) (int64, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, false
+	}
+	return parseVmHWM(string(b))
+}
+
+// parseVmHWM reads the "VmHWM:   1234 kB" line of a /proc status file, in bytes.
+func parseVmHWM(status string) (int64, bool) {
+	for _, line := range strings.Split(status, "\n") {
+		rest, ok := strings.CutPrefix(line, "VmHWM:")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(rest)
+		if len(f) != 2 || f[1] != "kB" {
+			return 0, false
+		}
+		kb, err := strconv.ParseInt(f[0], 10, 64)
+		return kb << 10, err == nil
+	}
+	return 0, false
 }
 
 // manyNodes are the kernel limits the test bed needs for many containers at once
