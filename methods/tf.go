@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/go-version"
 	tfjson "github.com/hashicorp/terraform-json"
 
+	"github.com/switchyard-nix/switchyard/effects"
 	"github.com/switchyard-nix/switchyard/plan"
 	"github.com/switchyard-nix/switchyard/plan/definition"
 	"github.com/switchyard-nix/switchyard/plan/method"
@@ -683,7 +684,8 @@ func (r *tfRun) plan(ctx context.Context) (int, error) {
 }
 
 // providerRun is what this run hands the provider (provider/contract): the journal
-// directory, the credentials' paths and the receipts' provenance. An Incus remote
+// directory, the credentials' paths, the receipts' provenance and apply's mode and
+// reboot. An Incus remote
 // that cannot be used is refused here, before OpenTofu runs.
 func (r *tfRun) providerRun() (contract.Run, int, error) {
 	var run contract.Run
@@ -692,6 +694,9 @@ func (r *tfRun) providerRun() (contract.Run, int, error) {
 		run.JournalDir = filepath.Join(r.p.StateDir, "journal")
 	}
 	run.SSHKeyFile = r.s.SSHKeyFile
+	if r.req.Verb == "apply" {
+		run.Mode, run.Reboot, run.RebootTimeout = applyMode(r.cfg)
+	}
 	if r.p != nil {
 		for _, n := range r.p.Nodes {
 			if r.noSubstituteOn(n) {
@@ -721,6 +726,19 @@ func (r *tfRun) providerRun() (contract.Run, int, error) {
 	}
 	run.IncusRemote, run.IncusClientKeyFile = remote, keyFile
 	return run, ExitOK, nil
+}
+
+// applyMode is apply's --mode, --reboot and --reboot-timeout as the provider's run
+// carries them: the deploy body in the provider reads them as the ssh method's does.
+// A switch is the provider's default, so it is left out.
+func applyMode(cfg effects.Config) (mode string, reboot bool, timeout contract.Duration) {
+	if cfg.Mode != effects.ModeSwitch {
+		mode = string(cfg.Mode)
+	}
+	if cfg.Reboot {
+		reboot, timeout = true, contract.Duration(cfg.RebootTimeout)
+	}
+	return mode, reboot, timeout
 }
 
 // heldBefore says which nodes the last apply's rollout held (their state records
