@@ -604,9 +604,20 @@ func follows(pass, deployment map[string]any) bool {
 	return pass["deployment"] == hex.EncodeToString(sum[:])
 }
 
+// bootOnly: the resource's recorded verdict is apply --mode boot's, which judged
+// nothing: a deployment's whose node runs its old generation until it boots (a pass
+// after it judged that generation, not the deployed one), or a pass's that did not
+// judge under --mode boot. Either way the pass's verdict is not the node's.
+func bootOnly(attrs map[string]any) bool {
+	s, _ := attrs["verdict"].(string)
+	var v verdict.Verdict
+	return json.Unmarshal([]byte(s), &v) == nil && v.Switch.Result == verdict.SwitchBoot
+}
+
 // readStates is each node's recorded verdict in a state: its deployment's, or for a
 // tenant (tenants) the pass's after registration (SPEC 7.1), when the graph got that
-// far and followed the deploy in state (follows).
+// far, followed the deploy in state (follows) and neither was apply --mode boot's
+// (bootOnly).
 func readStates(raw []byte, tenants bool) (map[string]nodeState, error) {
 	resources, err := tofu.ResourcesOf(raw, tofu.ResourceType, tofu.VerdictType)
 	if err != nil {
@@ -615,7 +626,7 @@ func readStates(raw []byte, tenants bool) (map[string]nodeState, error) {
 	deployments := resources[tofu.ResourceType]
 	if tenants {
 		for node, attrs := range resources[tofu.VerdictType] {
-			if d, ok := deployments[node]; ok && follows(attrs, d) {
+			if d, ok := deployments[node]; ok && follows(attrs, d) && !bootOnly(d) && !bootOnly(attrs) {
 				d["verdict"], d["exit_code"] = attrs["verdict"], attrs["exit_code"]
 			}
 		}
