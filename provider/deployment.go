@@ -145,7 +145,7 @@ func transportChoice(host, inst types.String) string {
 }
 
 // ModifyPlan makes a node whose last verdict failed, that drifted from its toplevel
-// (Read), or that apply --reboot must reboot (rebootDue), change again: its computed
+// (Read), or that apply --reboot must reboot (dueForReboot), change again: its computed
 // attributes become unknown, so the apply deploys it even when its inputs are the same.
 func (d *deployment) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
 	computed := []string{"toplevel", "previous", "verdict", "held", "drift", "receipt"}
@@ -155,7 +155,7 @@ func (d *deployment) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequ
 	}
 	var drift types.String
 	resp.Diagnostics.Append(req.State.GetAttribute(ctx, path.Root("drift"), &drift)...)
-	if resp.Diagnostics.HasError() || drift.ValueString() == "" && !d.rebootDue(ctx, req, &resp.Diagnostics) {
+	if resp.Diagnostics.HasError() || drift.ValueString() == "" && !d.dueForReboot(ctx, req, &resp.Diagnostics) {
 		return
 	}
 	for _, a := range computed {
@@ -165,13 +165,13 @@ func (d *deployment) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequ
 	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("exit_code"), types.Int64Unknown())...)
 }
 
-// rebootDue reads, under apply --reboot, whether the node's last deploy left its
+// dueForReboot reads, under apply --reboot, whether the node's last deploy left its
 // toplevel for the next boot (bootPending) while the node still runs another
 // generation: only a deploy reboots it, so it is deployed again. A node that cannot be
 // read is deployed again too (the deploy says what it finds), with a warning. The
 // provider's session is configured here: OpenTofu configures the provider before it
 // plans, and apply plans in the same run.
-func (d *deployment) rebootDue(ctx context.Context, req resource.ModifyPlanRequest, diags *diag.Diagnostics) bool {
+func (d *deployment) dueForReboot(ctx context.Context, req resource.ModifyPlanRequest, diags *diag.Diagnostics) bool {
 	s := d.s
 	if s == nil || s.deployErr != nil || !s.deploy.Reboot {
 		return false
@@ -202,7 +202,7 @@ func (d *deployment) rebootDue(ctx context.Context, req resource.ModifyPlanReque
 // rebootDue: a node whose recorded switch result left toplevel for the next boot, and
 // that runs something else ("": not read), must be deployed again to be rebooted.
 func rebootDue(recorded verdict.SwitchResult, toplevel, running string) bool {
-	return bootPending(recorded) && (running == "" || running != toplevel)
+	return bootPending(recorded) && running != toplevel
 }
 
 // bootPending: the deploy pointed the profile and boot entry at the toplevel for the
@@ -439,8 +439,8 @@ func verdictFailure(node string, res effects.Result) (summary, detail string) {
 
 // deferrable tells whether a deploy's failure is the units' alone, which a later
 // verdict-only pass judges again: exit 1 with the toplevel switched to (or already
-// running, or booted by apply --reboot). A switch that failed, was never confirmed or needs a reboot, and every
-// exit 2 or 3, are the deploy's own failures.
+// running, or booted by apply --reboot). A switch that failed, was never confirmed or
+// needs a reboot, and every exit 2 or 3, are the deploy's own failures.
 func deferrable(res effects.Result) bool {
 	if res.ExitCode != exitcode.Verdict || len(res.Late) > 0 {
 		// Late: what failed after the report is the deploy's own (apply --reboot: the
