@@ -9,6 +9,7 @@ import (
 
 	"github.com/switchyard-nix/switchyard/exitcode"
 	"github.com/switchyard-nix/switchyard/localcmd"
+	"github.com/switchyard-nix/switchyard/verdict"
 )
 
 // apply --reboot (issue 34 item 3, as colmena's and morph's): once the system profile
@@ -193,15 +194,32 @@ func (r *run) small(ctx context.Context, argv ...string) (string, int, error) {
 }
 
 // judgeBooted runs the verdict-only pass on the booted system (its phases reported
-// inside this one) and makes its verdict the node's.
+// inside this one) and makes its verdict the node's, with the deploy's previous.
 func (r *run) judgeBooted(ctx context.Context) {
+	// The pass reads the booted generation as the one running before it; the
+	// generation before the deploy is still the one to roll back to (the previous of
+	// the verdict event, the state and the receipt).
+	previous := r.v.Previous
 	pass := *r.d
 	pass.Config.VerdictOnly, pass.Config.Reboot = true, false
 	pass.Journal, pass.SkipUnchanged = nil, false
+	pass.Reporter = withPrevious{r.d.Reporter, previous}
 	res := runPass(&pass, ctx)
 	r.v = res.Verdict
+	r.v.Previous = previous
 	r.raise(res.ExitCode, "")
 	r.reasons = append(r.reasons, res.Verdict.Reasons...)
+}
+
+// withPrevious reports verdicts with the generation the node ran before the deploy.
+type withPrevious struct {
+	Reporter
+	previous string
+}
+
+func (w withPrevious) Verdict(v verdict.Verdict) {
+	v.Previous = w.previous
+	w.Reporter.Verdict(v)
 }
 
 // runPass is Deploy.Run, set at init: the phase table names reboot, which runs the

@@ -30,6 +30,9 @@ func TestRebootJudgesTheBootedSystem(t *testing.T) {
 	}
 	if vs := ev.Verdicts(); len(vs) != 2 || vs[0].Pass != verdict.PassDeploy || vs[1].Pass != verdict.PassVerdictOnly {
 		t.Errorf("verdict events %+v: want the deploy pass's, then the booted system's", vs)
+	} else if vs[0].Previous == "" || vs[1].Previous != vs[0].Previous || res.Verdict.Previous != vs[0].Previous {
+		t.Errorf("previous: booted %q, result %q; want the deploy's %q (the generation to roll back to)",
+			vs[1].Previous, res.Verdict.Previous, vs[0].Previous)
 	}
 	list := ev.List()
 	if i, j := slices.Index(list, "finalize:done"), slices.Index(list, "reboot:start"); i < 0 || j < i {

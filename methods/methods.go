@@ -62,13 +62,13 @@ type Request struct {
 	// AllowOlder is apply --allow-older: a signed submission that another superseded
 	// on a group is applied anyway (SPEC 6.9).
 	AllowOlder bool
-	// Mode is apply --mode (ssh method): switch, boot or test; "" is switch.
+	// Mode is apply --mode: switch, boot or test; "" is switch.
 	Mode string
 	// NoSubstitute is --no-substitute (plan and apply of every method): every
 	// node is sent all it lacks, none fetches from its own binary caches.
 	NoSubstitute bool
-	// Reboot is apply --reboot (ssh method): reboot each node once its boot entry
-	// points at the new generation, and judge the system it booted.
+	// Reboot is apply --reboot: reboot each node once its boot entry points at the
+	// new generation, and judge the system it booted.
 	Reboot bool
 	// RebootTimeout is apply --reboot-timeout: how long a node may take to come back
 	// (more than 0 with Reboot; the flag's default is effects.DefaultRebootTimeout).
@@ -184,7 +184,7 @@ func Run(ctx context.Context, req Request, rep Reporter) (exit int, err error) {
 	if cfg.Mode, err = effects.ParseMode(req.Mode); err != nil {
 		return ExitRefused, &field.Error{Source: "--mode", Reason: err.Error()}
 	}
-	if err := checkReboot(m, req, &cfg); err != nil {
+	if err := checkReboot(req, &cfg); err != nil {
 		return ExitRefused, err
 	}
 	p, err := plan.Compute(d, coordinates.Environment(m.Coordinates), plan.Options{
@@ -240,15 +240,12 @@ func Run(ctx context.Context, req Request, rep Reporter) (exit int, err error) {
 	return ExitRefused, fmt.Errorf("verb %q not built", req.Verb)
 }
 
-// checkReboot reads apply's --reboot and --reboot-timeout into cfg. The OpenTofu
-// methods refuse --reboot: their apply runs the deploy body inside the provider, once
-// per resource, and a reboot there would hold OpenTofu's run for the whole boot.
-func checkReboot(m method.Method, req Request, cfg *effects.Config) error {
+// checkReboot reads apply's --reboot and --reboot-timeout into cfg, for every method
+// (the OpenTofu ones hand them to the provider, whose deploy body reboots), refusing
+// what cannot run before anything does.
+func checkReboot(req Request, cfg *effects.Config) error {
 	if !req.Reboot {
 		return nil
-	}
-	if m.Runner == method.RunnerTofu {
-		return &field.Error{Source: "--reboot", Reason: fmt.Sprintf("the %s method does not reboot nodes; use the ssh method", m.Name)}
 	}
 	if req.RebootTimeout <= 0 {
 		return &field.Error{Source: "--reboot-timeout", Reason: fmt.Sprintf("%s is not a duration greater than 0", req.RebootTimeout)}

@@ -220,6 +220,23 @@ func TestReadStates(t *testing.T) {
 	if st := got["web1"]; st.verdict.OK || st.verdict.Toplevel != "/nix/store/b" || st.exitCode != 1 {
 		t.Errorf("web1 (a failed deploy after an earlier pass): %+v, want the deploy's failed verdict", st)
 	}
+	// Issue 34 item 2: --mode boot judged nothing. A deployment recorded "boot" keeps
+	// its verdict over a pass that judged the old generation, and a pass that did not
+	// judge (run under --mode boot) leaves the deployment's verdict the node's.
+	boot := verdict.Verdict{Node: "web1", Toplevel: "/nix/store/b", OK: true, Switch: verdict.Switch{Result: verdict.SwitchBoot}}
+	old := verdict.Verdict{Node: "web1", Toplevel: "/nix/store/a", ExitCode: 1}
+	raw = state(t, map[string]verdict.Verdict{"web1": boot, "web2": deployed}, map[string]int{"web1": 0, "web2": 0},
+		map[string]verdict.Verdict{"web1": old, "web2": {Node: "web2", OK: true, Switch: verdict.Switch{Result: verdict.SwitchBoot}}})
+	got, err = readStates(raw, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := got["web1"]; st.verdict.Switch.Result != verdict.SwitchBoot || st.verdict.Toplevel != "/nix/store/b" || st.exitCode != 0 {
+		t.Errorf("web1 (deployed --mode boot, a pass after it): %+v, want the deploy's boot verdict", st)
+	}
+	if st := got["web2"]; st.verdict.Toplevel != "/nix/store/a" || !st.verdict.OK {
+		t.Errorf("web2 (a pass that did not judge under --mode boot): %+v, want the deployment's verdict", st)
+	}
 	if _, err := readStates([]byte(`{"version": 3}`), false); err == nil {
 		t.Error("a state of format 3 was read")
 	}

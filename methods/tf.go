@@ -625,9 +625,20 @@ func follows(pass, deployment map[string]any) bool {
 	return pass["deployment"] == hex.EncodeToString(sum[:])
 }
 
+// bootOnly: the resource's recorded verdict is apply --mode boot's, which judged
+// nothing: a deployment's whose node runs its old generation until it boots (a pass
+// after it judged that generation, not the deployed one), or a pass's that did not
+// judge under --mode boot. Either way the pass's verdict is not the node's.
+func bootOnly(attrs map[string]any) bool {
+	s, _ := attrs["verdict"].(string)
+	var v verdict.Verdict
+	return json.Unmarshal([]byte(s), &v) == nil && v.Switch.Result == verdict.SwitchBoot
+}
+
 // readStates is each node's recorded verdict in a state: its deployment's, or for a
 // tenant (tenants) the pass's after registration (SPEC 7.1), when the graph got that
-// far and followed the deploy in state (follows).
+// far, followed the deploy in state (follows) and neither was apply --mode boot's
+// (bootOnly).
 func readStates(raw []byte, tenants bool) (map[string]nodeState, error) {
 	resources, err := tofu.ResourcesOf(raw, tofu.ResourceType, tofu.VerdictType)
 	if err != nil {
@@ -636,7 +647,7 @@ func readStates(raw []byte, tenants bool) (map[string]nodeState, error) {
 	deployments := resources[tofu.ResourceType]
 	if tenants {
 		for node, attrs := range resources[tofu.VerdictType] {
-			if d, ok := deployments[node]; ok && follows(attrs, d) {
+			if d, ok := deployments[node]; ok && follows(attrs, d) && !bootOnly(d) && !bootOnly(attrs) {
 				d["verdict"], d["exit_code"] = attrs["verdict"], attrs["exit_code"]
 			}
 		}
@@ -745,7 +756,8 @@ func (r *tfRun) dryActivateAll(ctx context.Context, planned map[string]savedPlan
 }
 
 // providerRun is what this run hands the provider (provider/contract): the journal
-// directory, the credentials' paths and the receipts' provenance. An Incus remote
+// directory, the credentials' paths, the receipts' provenance and apply's mode and
+// reboot. An Incus remote
 // that cannot be used is refused here, before OpenTofu runs.
 func (r *tfRun) providerRun() (contract.Run, int, error) {
 	var run contract.Run
@@ -754,6 +766,9 @@ func (r *tfRun) providerRun() (contract.Run, int, error) {
 		run.JournalDir = filepath.Join(r.p.StateDir, "journal")
 	}
 	run.SSHKeyFile = r.s.SSHKeyFile
+	if r.req.Verb == "apply" {
+		run.Mode, run.Reboot, run.RebootTimeout = applyMode(r.cfg)
+	}
 	if r.p != nil {
 		for _, n := range r.p.Nodes {
 			if r.noSubstituteOn(n) {
@@ -783,6 +798,19 @@ func (r *tfRun) providerRun() (contract.Run, int, error) {
 	}
 	run.IncusRemote, run.IncusClientKeyFile = remote, keyFile
 	return run, ExitOK, nil
+}
+
+// applyMode is apply's --mode, --reboot and --reboot-timeout as the provider's run
+// carries them: the deploy body in the provider reads them as the ssh method's does.
+// A switch is the provider's default, so it is left out.
+func applyMode(cfg effects.Config) (mode string, reboot bool, timeout contract.Duration) {
+	if cfg.Mode != effects.ModeSwitch {
+		mode = string(cfg.Mode)
+	}
+	if cfg.Reboot {
+		reboot, timeout = true, contract.Duration(cfg.RebootTimeout)
+	}
+	return mode, reboot, timeout
 }
 
 // heldBefore says which nodes the last apply's rollout held (their state records

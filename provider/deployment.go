@@ -144,9 +144,9 @@ func transportChoice(host, inst types.String) string {
 	return ""
 }
 
-// ModifyPlan makes a node whose last verdict failed, or that drifted from its
-// toplevel (Read), change again: its computed attributes become unknown, so the next
-// apply deploys it even when its inputs are the same.
+// ModifyPlan makes a node whose last verdict failed, that drifted from its toplevel
+// (Read), or that apply --reboot must reboot (dueForReboot), change again: its computed
+// attributes become unknown, so the apply deploys it even when its inputs are the same.
 func (d *deployment) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
 	computed := []string{"toplevel", "previous", "verdict", "held", "drift", "receipt"}
 	retryFailed(ctx, req, resp, computed...)
@@ -155,7 +155,7 @@ func (d *deployment) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequ
 	}
 	var drift types.String
 	resp.Diagnostics.Append(req.State.GetAttribute(ctx, path.Root("drift"), &drift)...)
-	if resp.Diagnostics.HasError() || drift.ValueString() == "" {
+	if resp.Diagnostics.HasError() || drift.ValueString() == "" && !d.dueForReboot(ctx, req, &resp.Diagnostics) {
 		return
 	}
 	for _, a := range computed {
@@ -163,6 +163,66 @@ func (d *deployment) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequ
 	}
 	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("ok"), types.BoolUnknown())...)
 	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("exit_code"), types.Int64Unknown())...)
+}
+
+// dueForReboot reads, under apply --reboot, whether the node's last deploy left its
+// toplevel for the next boot (bootPending) while the node still runs another
+// generation: only a deploy reboots it, so it is deployed again. A node that cannot be
+// read is deployed again too (the deploy says what it finds), with a warning. The
+// provider's session is configured here: OpenTofu configures the provider before it
+// plans, and apply plans in the same run.
+func (d *deployment) dueForReboot(ctx context.Context, req resource.ModifyPlanRequest, diags *diag.Diagnostics) bool {
+	s := d.s
+	if s == nil || s.deployErr != nil || !s.deploy.Reboot {
+		return false
+	}
+	var m deploymentModel
+	if diags.Append(req.State.Get(ctx, &m)...); diags.HasError() {
+		return false
+	}
+	var v verdict.Verdict
+	if json.Unmarshal([]byte(m.Verdict.ValueString()), &v) != nil || !bootPending(v.Switch.Result) {
+		return false
+	}
+	node := m.Node.ValueString()
+	obs, err := m.observe(ctx, s)
+	running := obs.Running
+	if err != nil {
+		diags.AddWarning(node+": reboot: the node could not be read",
+			fmt.Sprintf("%s: %v; its last deploy left %s for its next boot: deployed again so that it reboots", node, err, m.Toplevel.ValueString()))
+	}
+	due := rebootDue(v.Switch.Result, m.Toplevel.ValueString(), running)
+	if due {
+		tflog.Info(ctx, fmt.Sprintf("%s: reboot: its last deploy (%s) left %s for its next boot and it runs %s: deployed again to reboot it",
+			node, v.Switch.Result, m.Toplevel.ValueString(), running))
+	}
+	return due
+}
+
+// rebootDue: a node whose recorded switch result left toplevel for the next boot, and
+// that runs something else ("": not read), must be deployed again to be rebooted.
+func rebootDue(recorded verdict.SwitchResult, toplevel, running string) bool {
+	return bootPending(recorded) && running != toplevel
+}
+
+// bootPending: the deploy pointed the profile and boot entry at the toplevel for the
+// next boot, and the node went on running its previous generation: --mode boot, or a
+// switch that needed a reboot (switch-to-configuration exit 100).
+func bootPending(r verdict.SwitchResult) bool {
+	return r == verdict.SwitchBoot || r == verdict.SwitchRebootNeeded
+}
+
+// observe reads what the node runs, its system profile and its boot entry, within
+// readTimeout: an unreachable node must not hold a plan for the transport's whole wait.
+func (m *deploymentModel) observe(ctx context.Context, s *session) (effects.Observed, error) {
+	t, err := m.transport(s)
+	if err != nil {
+		return effects.Observed{}, err
+	}
+	defer t.Close()
+	rctx, cancel := context.WithTimeout(ctx, readTimeout)
+	defer cancel()
+	return effects.Observe(rctx, t)
 }
 
 // retryFailed makes a resource whose recorded verdict failed change again: its
@@ -217,8 +277,7 @@ func (d *deployment) Update(ctx context.Context, req resource.UpdateRequest, res
 	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
 }
 
-// readTimeout bounds a refresh's read of one node: an unreachable node must not hold
-// a plan for the transport's whole wait.
+// readTimeout bounds a refresh's read of one node (observe).
 const readTimeout = 30 * time.Second
 
 // Read reads what the node runs, its system profile and its boot entry (issue 15
@@ -242,22 +301,16 @@ func (d *deployment) Read(ctx context.Context, req resource.ReadRequest, resp *r
 		resp.Diagnostics.AddWarning(node+": refresh: the node could not be read",
 			fmt.Sprintf("%s: %v; its state is kept as the last deploy recorded it", node, err))
 	}
-	t, err := m.transport(s)
-	if err != nil {
-		keep(err)
-		return
-	}
-	defer t.Close()
-	rctx, cancel := context.WithTimeout(ctx, readTimeout)
-	defer cancel()
-	obs, err := effects.Observe(rctx, t)
+	obs, err := m.observe(ctx, s)
 	if err != nil {
 		keep(err)
 		return
 	}
 	var v verdict.Verdict
 	_ = json.Unmarshal([]byte(m.Verdict.ValueString()), &v)
-	m.Drift = types.StringValue(obs.Drift(m.Toplevel.ValueString(), v.Switch.Result == verdict.SwitchRebootNeeded))
+	// A deploy that left the toplevel for the next boot: the node running its previous
+	// generation is no drift, only its profile or boot entry elsewhere is.
+	m.Drift = types.StringValue(obs.Drift(m.Toplevel.ValueString(), bootPending(v.Switch.Result)))
 	if d := m.Drift.ValueString(); d != "" {
 		tflog.Warn(ctx, node+": drift: "+d)
 	}
@@ -386,15 +439,20 @@ func verdictFailure(node string, res effects.Result) (summary, detail string) {
 
 // deferrable tells whether a deploy's failure is the units' alone, which a later
 // verdict-only pass judges again: exit 1 with the toplevel switched to (or already
-// running). A switch that failed, was never confirmed or needs a reboot, and every
-// exit 2 or 3, are the deploy's own failures.
+// running, or booted by apply --reboot). A switch that failed, was never confirmed or
+// needs a reboot, and every exit 2 or 3, are the deploy's own failures.
 func deferrable(res effects.Result) bool {
-	if res.ExitCode != exitcode.Verdict {
+	if res.ExitCode != exitcode.Verdict || len(res.Late) > 0 {
+		// Late: what failed after the report is the deploy's own (apply --reboot: the
+		// node came back on another generation).
 		return false
 	}
 	switch res.Verdict.Switch.Result {
 	case verdict.SwitchOK, verdict.SwitchUnitsFailed, verdict.SwitchUnchanged:
 		return true
+	case verdict.SwitchSkipped:
+		// apply --reboot: the verdict-only pass of the booted toplevel.
+		return res.Verdict.Pass == verdict.PassVerdictOnly
 	}
 	return false
 }

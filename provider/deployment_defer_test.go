@@ -31,6 +31,42 @@ func TestDeferrable(t *testing.T) {
 			t.Errorf("exit %d, switch %s: deferrable %v, want %v", c.code, c.result, got, c.want)
 		}
 	}
+	// apply --reboot: the booted system's verdict-only pass failed for its units is
+	// deferred; a node that came back on another generation (after the report) is not.
+	booted := effects.Result{ExitCode: 1, Verdict: verdict.Verdict{Pass: verdict.PassVerdictOnly, Switch: verdict.Switch{Result: verdict.SwitchSkipped}}}
+	if !deferrable(booted) {
+		t.Error("the booted system's units failed: not deferred")
+	}
+	other := effects.Result{ExitCode: 1, Verdict: verdict.Verdict{Switch: verdict.Switch{Result: verdict.SwitchOK}},
+		Late: []string{"reboot: the node came back on another generation"}}
+	if deferrable(other) {
+		t.Error("a node that came back on another generation is deferred")
+	}
+}
+
+// TestRebootDue: apply --reboot deploys again a node whose last deploy left its
+// toplevel for the next boot and that does not run it (or could not be read); a node
+// that runs it, or whose deploy did not leave it for a boot, is left to OpenTofu.
+func TestRebootDue(t *testing.T) {
+	const a, b = "/nix/store/a", "/nix/store/b"
+	for _, c := range []struct {
+		recorded verdict.SwitchResult
+		running  string
+		want     bool
+	}{
+		{verdict.SwitchBoot, a, true},
+		{verdict.SwitchRebootNeeded, a, true},
+		{verdict.SwitchBoot, "", true},
+		{verdict.SwitchBoot, b, false},
+		{verdict.SwitchRebootNeeded, b, false},
+		{verdict.SwitchOK, a, false},
+		{verdict.SwitchUnchanged, a, false},
+		{verdict.SwitchHeld, a, false},
+	} {
+		if got := rebootDue(c.recorded, b, c.running); got != c.want {
+			t.Errorf("recorded %s, runs %q: rebootDue %v, want %v", c.recorded, c.running, got, c.want)
+		}
+	}
 }
 
 // TestVerdictFailure: the diagnostic names why, the verdict's reasons and then what

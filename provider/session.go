@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
@@ -45,6 +46,9 @@ func newSession(getenv func(string) string) (*session, error) {
 	s := &session{run: run}
 	bodyLogs.Store(newRelay(run.LogSocket))
 	s.deploy, s.deployErr = effects.ConfigFromEnv(getenv)
+	if s.deployErr == nil {
+		s.deploy, s.deployErr = withRun(s.deploy, run)
+	}
 	s.incus = sync.OnceValues(func() (*api.Client, error) {
 		ep, err := clientconf.OpenWithKey(run.IncusRemote, run.IncusClientKeyFile)
 		if err != nil {
@@ -53,6 +57,20 @@ func newSession(getenv func(string) string) (*session, error) {
 		return ep.Client(), nil
 	})
 	return s, nil
+}
+
+// withRun is cfg with the run's apply --mode, --reboot and --reboot-timeout, checked
+// as the CLI checks them: a value the CLI would refuse refuses the run's deploys.
+func withRun(cfg effects.Config, run contract.Run) (effects.Config, error) {
+	mode, err := effects.ParseMode(run.Mode)
+	if err != nil {
+		return cfg, fmt.Errorf("%s mode: %w", contract.Env, err)
+	}
+	cfg.Mode, cfg.Reboot, cfg.RebootTimeout = mode, run.Reboot, time.Duration(run.RebootTimeout)
+	if err := cfg.CheckReboot(); err != nil {
+		return cfg, fmt.Errorf("%s reboot: %w", contract.Env, err)
+	}
+	return cfg, nil
 }
 
 // incusSpec reaches an instance through the run's Incus remote (the local daemon by

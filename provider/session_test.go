@@ -9,10 +9,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 
+	"github.com/switchyard-nix/switchyard/effects"
 	"github.com/switchyard-nix/switchyard/provider/contract"
 )
 
@@ -90,6 +92,25 @@ func TestSessionFromContract(t *testing.T) {
 	resp = resource.ConfigureResponse{}
 	if r.usable(&resp.Diagnostics) || !resp.Diagnostics.HasError() {
 		t.Error("an unconfigured instance resource is usable")
+	}
+}
+
+// apply --mode, --reboot and --reboot-timeout reach the deploy body through the run;
+// a value the CLI refuses refuses the run's deploys (deployErr), as a bad DEPLOY_* does.
+func TestSessionModeReboot(t *testing.T) {
+	setRun(t, contract.Run{Mode: "boot", Reboot: true, RebootTimeout: contract.Duration(90 * time.Second)})
+	if s := testSession(t); s.deployErr != nil || s.deploy.Mode != effects.ModeBoot || !s.deploy.Reboot || s.deploy.RebootTimeout != 90*time.Second {
+		t.Errorf("deploy %+v, %v", s.deploy, s.deployErr)
+	}
+	setRun(t, contract.Run{})
+	if s := testSession(t); s.deployErr != nil || s.deploy.Mode != effects.ModeSwitch || s.deploy.Reboot {
+		t.Errorf("no mode, no reboot: deploy %+v, %v", s.deploy, s.deployErr)
+	}
+	for _, bad := range []contract.Run{{Mode: "dry"}, {Mode: "test", Reboot: true}, {Reboot: true, RebootTimeout: -1}} {
+		setRun(t, bad)
+		if s := testSession(t); s.deployErr == nil || !strings.HasPrefix(s.deployErr.Error(), contract.Env) {
+			t.Errorf("%+v: deployErr %v, want one naming %s", bad, s.deployErr, contract.Env)
+		}
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-log/tflog"
 
 	"github.com/switchyard-nix/switchyard/effects"
 	"github.com/switchyard-nix/switchyard/exitcode"
@@ -127,6 +128,15 @@ func (m *verdictModel) judge(ctx context.Context, s *session, fail func(summary,
 	cfg, err := s.deploy, s.deployErr
 	if err != nil {
 		refuse(err)
+		return
+	}
+	if cfg.Mode == effects.ModeBoot {
+		// apply --mode boot activates nothing and judges nothing: the node still runs
+		// the generation before, which is not the one this run deployed. The pass
+		// records that it did not judge (readStates then reports the deployment's).
+		record(verdict.Verdict{Node: node, Pass: verdict.PassVerdictOnly, OK: true,
+			Switch: verdict.Switch{Result: verdict.SwitchBoot}}, exitcode.OK)
+		tflog.Info(ctx, node+": verdict: not judged (--mode boot): the node runs its new generation after its next boot")
 		return
 	}
 	cfg.VerdictOnly = true

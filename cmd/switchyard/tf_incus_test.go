@@ -173,7 +173,10 @@ func TestTFIncusApplyPlanDestroy(t *testing.T) {
 	}
 
 	// web1's image changes (another alias of the same image): its instance is
-	// replaced, and the fresh instance is deployed again; web2 is left alone.
+	// replaced, and the fresh instance is deployed again; web2 is left alone. With
+	// --reboot (issue 34 item 3) the fresh web1 is rebooted through the Incus API
+	// (`systemctl reboot` restarts the container: a new boot id) and its verdict is
+	// the booted system's; web2, which OpenTofu leaves alone, is not rebooted.
 	if out, err := incusCLI(t, "exec", "--project", project, "web1", "--", "touch", "/etc/old-instance"); err != nil {
 		t.Fatalf("mark web1: %v: %s", err, out)
 	}
@@ -185,13 +188,19 @@ func TestTFIncusApplyPlanDestroy(t *testing.T) {
 	plantest.WriteTree(t, tree, plantest.Tree{Nodes: []plantest.Node{
 		{Name: "web1", Image: alias}, {Name: "web2", Image: bed.Image},
 	}, Methods: inProject(project)})
-	r = switchyard(t, env, "tf-incus", "apply", "--tree", tree, "--output", "json")
+	web2Boot, _ := incusOutput(t, "exec", "--project", project, "web2", "--", "cat", "/proc/sys/kernel/random/boot_id")
+	r = switchyard(t, env, "tf-incus", "apply", "--tree", tree, "--output", "json", "--reboot", "--reboot-timeout", "2m")
 	wantCode(t, r, 0)
-	if v := verdicts(t, r)["web1"]; v == nil || v["ok"] != true || v["switch"].(map[string]any)["result"] != "ok" {
-		t.Errorf("web1 after its instance was replaced: %v\n%s", v, strings.Join(logMsgs(r), "\n"))
+	if v := verdicts(t, r)["web1"]; v == nil || v["ok"] != true || v["pass"] != "verdict-only" || v["switch"].(map[string]any)["result"] != "skipped" {
+		t.Errorf("web1 after its instance was replaced, --reboot: %v, want the booted system's verdict-only pass\n%s", v, strings.Join(logMsgs(r), "\n"))
 	}
 	if got, err := incusCLI(t, "exec", "--project", project, "web1", "--", "readlink", "/run/current-system"); err != nil || !strings.HasPrefix(got, "/nix/store/") {
 		t.Errorf("the new web1 runs %q (%v)", got, err)
+	} else if booted, _ := incusOutput(t, "exec", "--project", project, "web1", "--", "readlink", "/run/booted-system"); booted != got {
+		t.Errorf("the new web1 booted %q, runs %q: not rebooted into it", booted, got)
+	}
+	if now, _ := incusOutput(t, "exec", "--project", project, "web2", "--", "cat", "/proc/sys/kernel/random/boot_id"); now == "" || now != web2Boot {
+		t.Errorf("web2's boot id %q, was %q: rebooted although OpenTofu left it alone", now, web2Boot)
 	}
 	if _, err := incusCLI(t, "exec", "--project", project, "web1", "--", "test", "-e", "/etc/old-instance"); err == nil {
 		t.Error("web1's instance was not replaced")

@@ -8,6 +8,7 @@ package contract
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 )
 
 // Env is the variable that carries the Run, as JSON.
@@ -47,6 +48,32 @@ type Run struct {
 	// substituteOnNode = false, or every node with --no-substitute. The others
 	// first fetch what the binary caches of their own Nix configuration hold.
 	NoSubstitute []string `json:"no_substitute,omitempty"`
+	// Mode is apply --mode: switch, boot or test ("": switch), as effects.ParseMode
+	// reads it. Reboot is apply --reboot, RebootTimeout its --reboot-timeout (0: the
+	// body's default). The provider validates them as it does DEPLOY_*: a bad value
+	// refuses every deploy of the run.
+	Mode          string   `json:"mode,omitempty"`
+	Reboot        bool     `json:"reboot,omitempty"`
+	RebootTimeout Duration `json:"reboot_timeout,omitempty"`
+}
+
+// Duration is a time.Duration in JSON as Go's duration string ("10m0s"): exact both
+// ways, and readable in a provider log.
+type Duration time.Duration
+
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("a duration: %w", err)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
 }
 
 // LogLine is one log line of a deploy body, as the provider sends it to LogSocket.

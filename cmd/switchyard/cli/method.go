@@ -53,15 +53,7 @@ func methodFlagSet(m method.Method, verb string, f *methodFlags) *flag.FlagSet {
 	if verb == "apply" {
 		fs.StringVar(&f.planIn, "plan", "", "deploy exactly the plan saved in `FILE`")
 		fs.BoolVar(&f.allowOlder, "allow-older", false, "apply a signed submission that a later one superseded on its groups (a roll back)")
-		if m.Runner == method.RunnerSSH {
-			fs.StringVar(&f.mode, "mode", "switch", "`MODE`, as nixos-rebuild's: switch (activate, confirm, then set the profile and boot entry), "+
-				"boot (set the profile and boot entry only: not judged), test (activate and confirm only)")
-			fs.BoolVar(&f.reboot, "reboot", false, "once a node's boot entry points at the new generation, reboot it, wait for a new boot id, "+
-				"check that it booted the deployed generation, then judge the booted system (a verdict-only pass); a failed node is not rebooted")
-			fs.DurationVar(&f.rebootTimeout, "reboot-timeout", effects.DefaultRebootTimeout, "with --reboot, how long a node may take to come back, `DURATION` (e.g. 90s, 15m)")
-		} else {
-			fs.BoolVar(&f.reboot, "reboot", false, "refused (exit 2): this method does not reboot nodes; the ssh method's apply --reboot does")
-		}
+		applyModeFlags(fs, f)
 	}
 	if verb == "apply" || verb == "plan" {
 		fs.BoolVar(&f.noSubstitute, "no-substitute", false, "stream every path a node lacks: no node first fetches from the binary caches of its own Nix configuration (as its substituteOnNode = false)")
@@ -79,6 +71,16 @@ func methodFlagSet(m method.Method, verb string, f *methodFlags) *flag.FlagSet {
 		fs.StringVar(&f.rollout, "rollout", "", "deploy in stages, `SPEC` canary=N,batch=M (M a count or a percentage): a failed stage holds the rest (default: the rollout setting)")
 	}
 	return fs
+}
+
+// applyModeFlags are apply's --mode, --reboot and --reboot-timeout, the same for
+// every method: the OpenTofu ones hand them to the provider's deploy body.
+func applyModeFlags(fs *flag.FlagSet, f *methodFlags) {
+	fs.StringVar(&f.mode, "mode", "switch", "`MODE`, as nixos-rebuild's: switch (activate, confirm, then set the profile and boot entry), "+
+		"boot (set the profile and boot entry only: not judged), test (activate and confirm only)")
+	fs.BoolVar(&f.reboot, "reboot", false, "once the boot entry of a node this apply deploys points at the new generation, reboot it, wait for a new boot id, "+
+		"check that it booted the deployed generation, then judge the booted system (a verdict-only pass); a failed node is not rebooted")
+	fs.DurationVar(&f.rebootTimeout, "reboot-timeout", effects.DefaultRebootTimeout, "with --reboot, how long a node may take to come back, `DURATION` (e.g. 90s, 15m)")
 }
 
 func parseMethodFlags(m method.Method, verb string, args []string) (methodFlags, error) {
