@@ -14,7 +14,8 @@ import (
 	"runtime/pprof"
 )
 
-// profileVar names the files' prefix: PREFIX.block.pprof, PREFIX.mutex.pprof.
+// profileVar names the files' prefix: PREFIX.block.pprof, PREFIX.mutex.pprof, PREFIX.heap.pprof
+// (what the run allocated, by call site: what a fleet's peak RSS is made of).
 const profileVar = "SWITCHYARD_BENCH_PROFILE"
 
 func init() {
@@ -26,7 +27,7 @@ func init() {
 	runtime.SetBlockProfileRate(1)
 	runtime.SetMutexProfileFraction(1)
 	atExit = func() {
-		for _, name := range []string{"block", "mutex", "goroutine"} {
+		for _, name := range []string{"block", "mutex", "goroutine", "heap"} {
 			if err := writeProfile(prefix+"."+name+".pprof", name); err != nil {
 				fmt.Fprintf(os.Stderr, "switchyard: %s profile: %v\n", name, err)
 			}

@@ -33,8 +33,10 @@ import (
 // all missing paths (Store.NARInfos), asked while the export starts.
 
 // narMemory bounds the part of one NAR a copy holds in memory; a longer NAR
-// goes to a temporary file. A variable for tests.
-var narMemory = 1 << 20
+// goes to a temporary file (page cache, in practice). Every copy of a fleet holds
+// its own: at 1 MiB, 16 nodes' copies held 16 MiB, which the collector's headroom
+// doubles (issue 35: the deployer's peak RSS). A variable for tests.
+var narMemory = 256 << 10
 
 // ackWait bounds how long a copy whose write to the node failed waits for the
 // node's last answers, which tell the path it failed on.
@@ -278,23 +280,8 @@ func (b *narBuffer) Write(p []byte) (int, error) {
 		b.n += int64(len(p))
 		return len(p), nil
 	}
-	if !b.spilled {
-		if b.f == nil {
-			f, err := os.CreateTemp(spoolDir, "switchyard-nar-*")
-			if err != nil {
-				return 0, fmt.Errorf("NAR buffer: %w", err)
-			}
-			_ = os.Remove(f.Name())
-			b.f, b.fw = f, bufio.NewWriterSize(f, bufSize)
-		}
-		if _, err := b.f.Seek(0, io.SeekStart); err != nil {
-			return 0, fmt.Errorf("NAR buffer: %w", err)
-		}
-		b.fw.Reset(b.f)
-		if _, err := b.fw.Write(b.mem); err != nil {
-			return 0, fmt.Errorf("NAR buffer: %w", err)
-		}
-		b.mem, b.spilled = b.mem[:0], true
+	if err := b.spill(); err != nil {
+		return 0, err
 	}
 	k, err := b.fw.Write(p)
 	b.n += int64(k)
@@ -302,6 +289,89 @@ func (b *narBuffer) Write(p []byte) (int, error) {
 		return k, fmt.Errorf("NAR buffer: %w", err)
 	}
 	return k, nil
+}
+
+// ReadFrom reads r to its end into the buffer. io.CopyN of a file's contents
+// (narForwarder.contents) lands here, straight into the memory held or the
+// temporary file's writer: without it, io.Copy allocates a 32 KiB buffer for every
+// file of every NAR, the largest part of a fleet copy's garbage.
+func (b *narBuffer) ReadFrom(r io.Reader) (int64, error) {
+	var total int64
+	for !b.spilled {
+		if len(b.mem) == b.limit {
+			// Full: spill only if r has more.
+			var probe [512]byte
+			k, err := r.Read(probe[:])
+			if k > 0 {
+				if _, werr := b.Write(probe[:k]); werr != nil {
+					return total, werr
+				}
+				total += int64(k)
+			}
+			if err == io.EOF {
+				return total, nil
+			}
+			if err != nil {
+				return total, err
+			}
+			continue
+		}
+		b.grow()
+		k, err := r.Read(b.mem[len(b.mem):cap(b.mem)])
+		b.mem = b.mem[:len(b.mem)+k]
+		b.n += int64(k)
+		total += int64(k)
+		if err == io.EOF {
+			return total, nil
+		}
+		if err != nil {
+			return total, err
+		}
+	}
+	k, err := b.fw.ReadFrom(r)
+	b.n += k
+	total += k
+	if err != nil {
+		return total, fmt.Errorf("NAR buffer: %w", err)
+	}
+	return total, nil
+}
+
+// grow makes room past len(b.mem), doubling the capacity up to the limit: each
+// copy's buffer grows once, to its largest NAR, and keeps its capacity (reset).
+func (b *narBuffer) grow() {
+	if len(b.mem) < cap(b.mem) {
+		return
+	}
+	next := min(max(2*cap(b.mem), 32<<10), b.limit)
+	mem := make([]byte, len(b.mem), next)
+	copy(mem, b.mem)
+	b.mem = mem
+}
+
+// spill moves what memory holds to the temporary file, once per NAR; the file is
+// made at the first NAR longer than the limit and reused for the next ones.
+func (b *narBuffer) spill() error {
+	if b.spilled {
+		return nil
+	}
+	if b.f == nil {
+		f, err := os.CreateTemp(spoolDir, "switchyard-nar-*")
+		if err != nil {
+			return fmt.Errorf("NAR buffer: %w", err)
+		}
+		_ = os.Remove(f.Name())
+		b.f, b.fw = f, bufio.NewWriterSize(f, bufSize)
+	}
+	if _, err := b.f.Seek(0, io.SeekStart); err != nil {
+		return fmt.Errorf("NAR buffer: %w", err)
+	}
+	b.fw.Reset(b.f)
+	if _, err := b.fw.Write(b.mem); err != nil {
+		return fmt.Errorf("NAR buffer: %w", err)
+	}
+	b.mem, b.spilled = b.mem[:0], true
+	return nil
 }
 
 // writeTo writes the NAR held to w.

@@ -1,0 +1,82 @@
+package nixserve
+
+import (
+	"bytes"
+	"io"
+	"testing"
+	"testing/iotest"
+)
+
+// A NAR goes into the buffer whole, whichever way it is written (Write, or ReadFrom
+// as io.CopyN calls it, in pieces of any size), in memory up to the limit and in
+// the temporary file beyond it, and comes out the same; the buffer is reused for
+// the next NAR of the copy, larger or smaller.
+func TestNARBufferHoldsEveryNAR(t *testing.T) {
+	const limit = 1024
+	b := &narBuffer{limit: limit}
+	defer b.close()
+	pieces := map[string]func(w *narBuffer, data []byte) error{
+		"Write": func(w *narBuffer, data []byte) error {
+			for len(data) > 0 {
+				k := min(len(data), 300)
+				if _, err := w.Write(data[:k]); err != nil {
+					return err
+				}
+				data = data[k:]
+			}
+			return nil
+		},
+		"CopyN": func(w *narBuffer, data []byte) error {
+			_, err := io.CopyN(w, iotest.HalfReader(bytes.NewReader(data)), int64(len(data)))
+			return err
+		},
+		"CopyN one byte at a time": func(w *narBuffer, data []byte) error {
+			_, err := io.CopyN(w, iotest.OneByteReader(bytes.NewReader(data)), int64(len(data)))
+			return err
+		},
+	}
+	for name, write := range pieces {
+		for _, size := range []int{0, 7, limit - 1, limit, limit + 1, 3*limit + 5, 10, limit} {
+			data := make([]byte, size)
+			for i := range data {
+				data[i] = byte(i*7 + size)
+			}
+			b.reset()
+			if err := write(b, data); err != nil {
+				t.Fatalf("%s of %d bytes: %v", name, size, err)
+			}
+			var out bytes.Buffer
+			if err := b.writeTo(&out); err != nil {
+				t.Fatalf("%s of %d bytes: writeTo: %v", name, size, err)
+			}
+			if b.n != int64(size) || !bytes.Equal(out.Bytes(), data) {
+				t.Errorf("%s of %d bytes: held %d bytes, %d written out, equal %v", name, size, b.n, out.Len(), bytes.Equal(out.Bytes(), data))
+			}
+			if spilled := size > limit; b.spilled != spilled || len(b.mem) > limit || cap(b.mem) > limit {
+				t.Errorf("%s of %d bytes: spilled %v (want %v), %d in memory of capacity %d (limit %d)", name, size, b.spilled, spilled, len(b.mem), cap(b.mem), limit)
+			}
+		}
+	}
+}
+
+// A file's contents copied into the buffer (io.CopyN, as narForwarder.contents does)
+// allocate no copy buffer: io.Copy's 32 KiB buffer for every file of every NAR was
+// most of a fleet copy's garbage.
+func TestNARBufferCopyAllocatesNoBuffer(t *testing.T) {
+	b := &narBuffer{limit: 1 << 20}
+	defer b.close()
+	data := bytes.Repeat([]byte("x"), 4096)
+	r := bytes.NewReader(data)
+	b.grow()
+	allocs := testing.AllocsPerRun(100, func() {
+		b.reset()
+		r.Reset(data)
+		if _, err := io.CopyN(b, r, int64(len(data))); err != nil {
+			t.Fatal(err)
+		}
+	})
+	// io.CopyN's LimitedReader is the one allocation left.
+	if allocs > 1 {
+		t.Errorf("io.CopyN into the NAR buffer: %v allocations a file, want at most 1", allocs)
+	}
+}
