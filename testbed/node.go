@@ -75,8 +75,12 @@ func (b *Bed) Launch(ctx context.Context, label, dir string) (*Node, error) {
 	if err != nil {
 		return n, err
 	}
-	if _, err := incus(ctx, "file", "push", "--uid", "0", "--gid", "0", "--mode", "0600",
-		b.KeyFile+".pub", n.Name+"/root/.ssh/authorized_keys"); err != nil {
+	// Through exec, as the line above: `incus file push` goes through the instance's
+	// SFTP server, whose connection right after boot failed once in a CI run
+	// ("Failed getting instance SFTP connection: dial unix .../forkfile.sock").
+	// The key is the script's argument, not part of it.
+	if _, err := n.Exec(ctx, "sh", "-c", `umask 077 && mkdir -p /root/.ssh && printf '%s\n' "$1" >/root/.ssh/authorized_keys`,
+		"sh", strings.TrimSpace(string(pub))); err != nil {
 		return n, fmt.Errorf("install client key: %w (%d bytes)", err, len(pub))
 	}
 	hostKey, err := n.Exec(ctx, "cat", "/etc/ssh/ssh_host_ed25519_key.pub")
