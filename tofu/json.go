@@ -205,20 +205,7 @@ func ChangedNodes(p *tfjson.Plan) map[string]bool {
 // replaces (limits, profiles, image, type); creating one for a new node, reading or
 // deleting one is not in it.
 func ChangedInstances(p *tfjson.Plan) map[string]bool {
-	out := map[string]bool{}
-	if p == nil {
-		return out
-	}
-	for _, rc := range p.ResourceChanges {
-		if rc.Type != InstanceType || rc.Change == nil {
-			continue
-		}
-		a := rc.Change.Actions
-		if node := NodeOf(rc.Address); node != "" && (a.Update() || a.Replace()) {
-			out[node] = true
-		}
-	}
-	return out
+	return instancesWhere(p, func(a tfjson.Actions) bool { return a.Update() || a.Replace() })
 }
 
 // NewInstances are the nodes whose Incus instance the plan creates or replaces:
@@ -227,6 +214,11 @@ func ChangedInstances(p *tfjson.Plan) map[string]bool {
 // on it can say what the planned generation would do. An update in place keeps the
 // instance and is not in it.
 func NewInstances(p *tfjson.Plan) map[string]bool {
+	return instancesWhere(p, func(a tfjson.Actions) bool { return a.Create() || a.Replace() })
+}
+
+// instancesWhere are the nodes whose Incus instance's planned actions satisfy want.
+func instancesWhere(p *tfjson.Plan, want func(tfjson.Actions) bool) map[string]bool {
 	out := map[string]bool{}
 	if p == nil {
 		return out
@@ -235,8 +227,7 @@ func NewInstances(p *tfjson.Plan) map[string]bool {
 		if rc.Type != InstanceType || rc.Change == nil {
 			continue
 		}
-		a := rc.Change.Actions
-		if node := NodeOf(rc.Address); node != "" && (a.Create() || a.Replace()) {
+		if node := NodeOf(rc.Address); node != "" && want(rc.Change.Actions) {
 			out[node] = true
 		}
 	}

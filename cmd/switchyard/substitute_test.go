@@ -51,6 +51,20 @@ func push(t *testing.T, r run, node string) pushLine {
 	return pushLine{}
 }
 
+// applyPushed applies generation gen, which must pass, and returns web1's push line
+// as find reads it from the run.
+func (g *genBed) applyPushed(t *testing.T, find func(*testing.T, run, string) pushLine, gen string, args ...string) pushLine {
+	t.Helper()
+	r := g.run(t, gen, "apply", args...)
+	wantCode(t, r, 0)
+	if v := r.verdict(t); v["ok"] != true {
+		t.Fatalf("%s: verdict %v", gen, v)
+	}
+	p := find(t, r, "web1")
+	t.Logf("%s %v: %s", gen, args, p.msg)
+	return p
+}
+
 // setNodeSubstitute bakes web1's substituteOnNode into the tree.
 func setNodeSubstitute(t *testing.T, tree string, on bool) {
 	t.Helper()
@@ -76,14 +90,7 @@ func TestSSHSubstituteOnNode(t *testing.T) {
 	}
 	apply := func(gen string, args ...string) pushLine {
 		t.Helper()
-		r := g.run(t, gen, "apply", args...)
-		wantCode(t, r, 0)
-		if v := r.verdict(t); v["ok"] != true {
-			t.Fatalf("%s: verdict %v", gen, v)
-		}
-		p := push(t, r, "web1")
-		t.Logf("%s %v: %s", gen, args, p.msg)
-		return p
+		return g.applyPushed(t, push, gen, args...)
 	}
 
 	// (a) Everything the node lacks is in its cache: no path, no NAR byte, from

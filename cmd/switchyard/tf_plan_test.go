@@ -39,14 +39,7 @@ func TestTFPlanDryActivate(t *testing.T) {
 	}
 	apply := func(gen string, args ...string) pushLine {
 		t.Helper()
-		r := g.run(t, gen, "apply", args...)
-		wantCode(t, r, 0)
-		if v := r.verdict(t); v["ok"] != true {
-			t.Fatalf("%s: verdict %v", gen, v)
-		}
-		p := tfPush(t, r, "web1")
-		t.Logf("%s %v: %s", gen, args, p.msg)
-		return p
+		return g.applyPushed(t, tfPush, gen, args...)
 	}
 
 	// Everything the node lacks is in its cache: nothing streamed.
