@@ -148,19 +148,24 @@ type fleetResult struct {
 	// confirmed counts the nodes whose record of the timed switch says it was
 	// confirmed (SPEC 4.6), as the nodes hold it.
 	confirmed int
+	// solos are the test bed's reference of every run of the row (solo.go): ssh rows
+	// of more than one node.
+	solos []soloResult
 }
 
 // medianRun is the run whose wall time is the median of runs (the lower middle of an
 // even count), with the wall times of all of them, in the order they ran.
 func medianRun(runs []fleetResult) fleetResult {
 	walls := make([]time.Duration, len(runs))
+	var solos []soloResult
 	for i, r := range runs {
 		walls[i] = r.wall
+		solos = append(solos, r.solos...)
 	}
 	sorted := append([]fleetResult(nil), runs...)
 	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].wall < sorted[j].wall })
 	m := sorted[(len(sorted)-1)/2]
-	m.walls = walls
+	m.walls, m.solos = walls, solos
 	return m
 }
 
@@ -180,13 +185,14 @@ func fleetRows(ctx context.Context, bed *testbed.Bed, tmp, binary, tofuBin strin
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, 0, err
 	}
-	// Two generations: every row deploys the first to its fresh nodes untimed, then
-	// times the deploy of the second (fleetSecond), which the confirmation over a fresh
-	// connection covers (SPEC 4.6: a node with no generation to go back to has nothing
-	// to confirm). The two share no path, so the timed push copies the whole closure.
-	var builders [2]string
+	// Three generations: every row deploys the first to its fresh nodes untimed, then
+	// times the deploy of the second, which the confirmation over a fresh connection
+	// covers (SPEC 4.6: a node with no generation to go back to has nothing to
+	// confirm); the third is the test bed's reference (solo.go). They share no path, so
+	// each timed push copies the whole closure.
+	var builders [3]string
 	var top string
-	for i, gen := range []string{"base", ""} {
+	for i, gen := range []string{"base", "", "solo"} {
 		expr, err := writeFleetToplevel(dir, tag+gen)
 		if err != nil {
 			return nil, 0, err
@@ -196,7 +202,9 @@ func fleetRows(ctx context.Context, bed *testbed.Bed, tmp, binary, tofuBin strin
 		if err != nil {
 			return nil, 0, fmt.Errorf("build the fleet closure: %w", err)
 		}
-		top = out
+		if gen == "" {
+			top = out
+		}
 		builders[i] = "{ configuration, plan }: import " + strconv.Quote(expr) + "\n"
 	}
 	closure, err := output("nix-store", "--query", "--requisites", strings.TrimSpace(top))
@@ -281,8 +289,9 @@ derivation {
 
 // fleetRow launches n fresh nodes (in parallel, before the clock starts), deploys the
 // first generation to them untimed, waits for them to go quiet (waitQuiet), times the
-// deploy of the second with one `switchyard <method> apply` and deletes them.
-func fleetRow(ctx context.Context, bed *testbed.Bed, dir, binary, tofuBin string, builders [2]string, method string, win windows, n int, label string) (fleetResult, error) {
+// deploy of the second with one `switchyard <method> apply`, with ssh and more than one
+// node times the test bed's reference (soloRef), and deletes them.
+func fleetRow(ctx context.Context, bed *testbed.Bed, dir, binary, tofuBin string, builders [3]string, method string, win windows, n int, label string) (fleetResult, error) {
 	fmt.Fprintf(os.Stderr, "bench: (g) %s, %d nodes: launching\n", method, n)
 	nodes, err := launchFleet(ctx, bed, dir, n)
 	defer func() {
@@ -333,14 +342,7 @@ func fleetRow(ctx context.Context, bed *testbed.Bed, dir, binary, tofuBin string
 		names[i] = nd.Name
 	}
 	r.nodeCPU = splitCPU(<-cpuSamples, names, r.events)
-	if os.Getenv("SWITCHYARD_BENCH_EVENTS") != "" {
-		// For finding what serialises: the stamped events of every run (also a failed one).
-		var b strings.Builder
-		for _, e := range r.events {
-			fmt.Fprintf(&b, "%6d %s\n", e.at.Milliseconds(), e.line)
-		}
-		_ = os.WriteFile(filepath.Join(os.Getenv("SWITCHYARD_BENCH_EVENTS"), label+".events"), []byte(b.String()), 0o644)
-	}
+	writeEvents(label, r)
 	if err != nil {
 		return r, fmt.Errorf("%s apply: %w", method, err)
 	}
@@ -348,7 +350,28 @@ func fleetRow(ctx context.Context, bed *testbed.Bed, dir, binary, tofuBin string
 		return r, fmt.Errorf("%s apply: %w", method, err)
 	}
 	r.confirmed = confirmedNodes(ctx, nodes)
+	if method == "ssh" && n > 1 {
+		solo, err := soloRef(ctx, bed, filepath.Join(dir, "solo"), binary, builders[2], spec, instances, win, label)
+		if err != nil {
+			return r, fmt.Errorf("the test bed's reference: %w", err)
+		}
+		r.solos = []soloResult{solo}
+	}
 	return r, nil
+}
+
+// writeEvents writes the stamped events of a run (also a failed one) as label's into
+// SWITCHYARD_BENCH_EVENTS, when it is set: for finding what serialises.
+func writeEvents(label string, r fleetResult) {
+	dir := os.Getenv("SWITCHYARD_BENCH_EVENTS")
+	if dir == "" {
+		return
+	}
+	var b strings.Builder
+	for _, e := range r.events {
+		fmt.Fprintf(&b, "%6d %s\n", e.at.Milliseconds(), e.line)
+	}
+	_ = os.WriteFile(filepath.Join(dir, label+".events"), []byte(b.String()), 0o644)
 }
 
 // confirmedNodes counts the nodes holding a switch record in state "confirmed": the
@@ -597,6 +620,7 @@ func printFleet(w io.Writer, results []fleetResult, closurePaths int) error {
 			dur(r.lastPush), pr, dur(r.firstBody), dur(r.cpu), cr, dur(r.self), mib(r.rss), mib(r.selfRSS), r.confirmed, after)
 	}
 	printPhaseTable(tw, results)
+	printSolo(tw, results)
 	fmt.Fprintln(tw, "\nmethod\twindows\tnodes\tthe nodes' own CPU (their containers), by the phase each node was in")
 	for _, r := range results {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", r.method, r.windows.name, r.nodes, r.nodeCPU)

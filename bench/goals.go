@@ -100,6 +100,7 @@ func fleetGoals(results []fleetResult) {
 				note = "one run each"
 			}
 			goals[len(goals)-1].detail = note
+			soloGoal(k, g.most, limit)
 		}
 		if g.most.method != "ssh" {
 			continue
@@ -114,6 +115,24 @@ func fleetGoals(results []fleetResult) {
 		addGoal(figure, mib(g.most.rss), "under 64 MiB", g.most.rss < rssLimit)
 		goals[len(goals)-1].detail = rssWhose(g.most)
 	}
+}
+
+// soloGoal adds the fleet's figure with the test bed's queue divided out (solo.go):
+// the largest row's wall against the same nodes each deployed by a process of its own,
+// all at once, with the same limit as against one node alone.
+func soloGoal(key string, most fleetResult, limit float64) {
+	s, ok := medianSolo(most.solos)
+	if !ok {
+		return
+	}
+	rt := ratio(most.wall, s.wall)
+	figure := fmt.Sprintf("(g) %s: %d nodes by one process vs one process per node, at once (the test bed's queue divided out)", key, most.nodes)
+	addGoal(figure, fmt.Sprintf("%.2fx (%s / %s)", rt, dur(most.wall), dur(s.wall)), fmt.Sprintf("at most %.1fx", limit), rt <= limit)
+	walls := make([]string, len(most.solos))
+	for i, r := range most.solos {
+		walls[i] = dur(r.wall)
+	}
+	goals[len(goals)-1].detail = fmt.Sprintf("one process per node: %s", strings.Join(walls, ", "))
 }
 
 // printGoals prints every goal of the run: the figure, the goal, met or not met.
