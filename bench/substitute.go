@@ -23,7 +23,11 @@ const cachePortInNode = 5080
 // against the same copy with substitution off. The cache is a signed file cache
 // served on the host's loopback, which the node reaches on its own. nd holds the
 // closure before and after.
-func substituteRow(ctx context.Context, self, tmp string, nd *testbed.Node, top string, paths []string) (row, error) {
+//
+// The node is left as it was found: the rows after this one deploy to it, and a node
+// still naming the closed cache as its substituter asks it for every path it lacks
+// (a deploy's push took 4.9 s instead of 0.2 s, and (h) doubled, until this was so).
+func substituteRow(ctx context.Context, self, tmp string, nd *testbed.Node, top string, paths []string) (_ row, err error) {
 	dir, secret := filepath.Join(tmp, "cache"), filepath.Join(tmp, "cache.secret")
 	if _, err := output("nix-store", "--generate-binary-cache-key", "switchyard-bench-cache-1", secret, secret+".pub"); err != nil {
 		return row{}, err
@@ -51,6 +55,20 @@ func substituteRow(ctx context.Context, self, tmp string, nd *testbed.Node, top 
 		"listen=tcp:127.0.0.1:"+strconv.Itoa(cachePortInNode), "connect=tcp:127.0.0.1:"+strconv.Itoa(port)); err != nil {
 		return row{}, err
 	}
+	defer func() {
+		if _, rerr := output("incus", "config", "device", "remove", nd.Name, "cache"); rerr != nil && err == nil {
+			err = fmt.Errorf("remove %s's cache device: %w", nd.Name, rerr)
+		}
+	}()
+	conf, err := nd.Exec(ctx, "cat", "/etc/nix/nix.conf")
+	if err != nil {
+		return row{}, fmt.Errorf("read %s's nix.conf: %w", nd.Name, err)
+	}
+	defer func() {
+		if _, rerr := nd.Exec(ctx, "sh", "-c", `printf '%s' "$1" >/etc/nix/nix.conf`, "sh", conf); rerr != nil && err == nil {
+			err = fmt.Errorf("restore %s's nix.conf: %w", nd.Name, rerr)
+		}
+	}()
 	if _, err := nd.Exec(ctx, "sh", "-c", `printf '%s\n' "$@" >/etc/nix/nix.conf`, "sh",
 		"sandbox = false", "build-users-group =",
 		"substituters = http://127.0.0.1:"+strconv.Itoa(cachePortInNode),
