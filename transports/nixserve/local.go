@@ -158,7 +158,7 @@ func readDumpDB(out string, infos map[string]NARInfo) error {
 		if err != nil || k < 0 || k > len(lines)-i-5 {
 			return fmt.Errorf("references of %s: %q", p, clip(refs))
 		}
-		infos[p] = NARInfo{Hash: hash, Size: n}
+		infos[p] = NARInfo{Hash: hash, Size: n, Deriver: lines[i+3], References: lines[i+5 : i+5+k], HasTrailer: true}
 		i += 5 + k
 	}
 	return nil

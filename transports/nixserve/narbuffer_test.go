@@ -80,3 +80,38 @@ func TestNARBufferCopyAllocatesNoBuffer(t *testing.T) {
 		t.Errorf("io.CopyN into the NAR buffer: %v allocations a file, want at most 1", allocs)
 	}
 }
+
+// A NAR already n bytes long is of the one path not yet sent whose recorded NAR is
+// that long or longer, if its store gave the trailer and its references are on the
+// node; otherwise it is held until its trailer names it.
+func TestLongNAR(t *testing.T) {
+	const a, b, c, leaf = "/nix/store/a", "/nix/store/b", "/nix/store/c", "/nix/store/leaf"
+	infos := map[string]NARInfo{
+		a:    {Size: 1 << 30, HasTrailer: true, References: []string{leaf}},
+		b:    {Size: 4 << 20, HasTrailer: true, References: []string{a}},
+		c:    {Size: 4 << 20, HasTrailer: true},
+		leaf: {Size: 100, HasTrailer: true},
+	}
+	noTrailer := map[string]NARInfo{a: {Size: 1 << 30}}
+	for _, tc := range []struct {
+		name        string
+		n           int64
+		missing     []string
+		done, valid map[string]bool
+		infos       map[string]NARInfo
+		want        string
+	}{
+		{"the only one that long", 5 << 20, []string{leaf, a, b, c}, map[string]bool{leaf: true}, nil, infos, a},
+		{"its reference not there yet", 5 << 20, []string{leaf, a}, nil, nil, infos, ""},
+		{"its reference on the node", 5 << 20, []string{a}, nil, map[string]bool{leaf: true}, infos, a},
+		{"two as long", 1 << 20, []string{leaf, a, b, c}, map[string]bool{leaf: true}, nil, infos, ""},
+		{"the other sent already", 1 << 20, []string{b, c}, map[string]bool{b: true, a: true}, nil, infos, c},
+		{"none that long", 2 << 30, []string{a}, nil, map[string]bool{leaf: true}, infos, ""},
+		{"no trailer from the store", 5 << 20, []string{a}, nil, nil, noTrailer, ""},
+		{"no infos", 5 << 20, []string{a}, nil, nil, map[string]NARInfo{}, ""},
+	} {
+		if got := longNAR(tc.n, tc.missing, tc.done, tc.valid, tc.infos); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}

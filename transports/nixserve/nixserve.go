@@ -29,6 +29,9 @@ type Stats struct {
 	Paths   int   // store paths in the closure of the paths asked for
 	Missing int   // of those, the paths the node did not hold
 	Sent    int   // paths sent to the node in full, each in its entirety
+	// Streamed is how many of them went out as they were read, their path named by
+	// their length before the export's trailer came (NARInfo.HasTrailer).
+	Streamed int
 	Bytes   int64 // bytes written to the node, protocol included
 	// Substituted is how many of the missing paths the node fetched from its own
 	// binary caches (Options.Substitute) instead of being sent them.
@@ -75,6 +78,14 @@ type NARInfo struct {
 	// the base-32 or hexadecimal digest.
 	Hash string
 	Size uint64
+	// Deriver and References are what the export's trailer will say of the path,
+	// when HasTrailer is set (`nix-store --dump-db` records them): a copy can then
+	// tell which path a long NAR is of before its trailer comes, and send it to
+	// the node as it is read instead of holding all of it (the trailer is still
+	// checked against them).
+	Deriver    string
+	References []string
+	HasTrailer bool
 }
 
 // forceImport makes every copy use cmdImportPaths: tests measure it against

@@ -154,6 +154,7 @@ func forwardNARs(ctx context.Context, src *bufio.Reader, enc *encoder, missing [
 		asked[p] = true
 	}
 	var infos map[string]NARInfo
+	var infosErr error
 	nar := &narBuffer{limit: narMemory}
 	defer nar.close()
 	for {
@@ -171,12 +172,58 @@ func forwardNARs(ctx context.Context, src *bufio.Reader, enc *encoder, missing [
 			return "", fmt.Errorf("local export: %d where 1 or 0 belongs", marker)
 		}
 		nar.reset()
-		if err := forwardNAR(src, nar); err != nil {
-			return "", fmt.Errorf("local export: %w", err)
+		out := &narOut{buf: nar, pick: func(n int64) string {
+			if infos == nil {
+				select {
+				case r := <-infosCh:
+					if r.err != nil {
+						infosErr = r.err
+						return ""
+					}
+					infos = r.infos
+					if infos == nil {
+						infos = map[string]NARInfo{}
+					}
+				default:
+					return ""
+				}
+			}
+			return longNAR(n, missing, done, valid, infos)
+		}, begin: func(p string) error {
+			info := infos[p]
+			writeAddToStoreNar(enc, trailer{Path: p, References: info.References, Deriver: info.Deriver}, info)
+			if enc.err != nil {
+				return enc.err
+			}
+			return nar.writeTo(enc.w)
+		}, direct: enc.w}
+		if err := forwardNAR(src, out); err != nil {
+			return out.path, exportOrWriteErr(err)
+		}
+		if infosErr != nil {
+			return "", fmt.Errorf("NAR hashes of the local store: %w", infosErr)
 		}
 		t, err := readTrailer(src, maxRefs)
 		if err != nil {
-			return "", fmt.Errorf("local export: %w", err)
+			return out.path, fmt.Errorf("local export: %w", err)
+		}
+		if out.path != "" {
+			// The NAR went out under the path its length named: the trailer must
+			// agree, or the node now holds a command it must not act on, and the
+			// copy ends here.
+			if err := sameTrailer(t, out.path, out.n, infos[out.path]); err != nil {
+				return out.path, fmt.Errorf("local export: %w", err)
+			}
+			done[t.Path] = true
+			st.Sent++
+			st.Streamed++
+			sent <- t.Path
+			if src.Buffered() == 0 {
+				if err := enc.flush(); err != nil {
+					return "", err
+				}
+			}
+			continue
 		}
 		if !asked[t.Path] || done[t.Path] {
 			return "", fmt.Errorf("local export: %s was not asked for or comes twice", clip(t.Path))
@@ -240,6 +287,138 @@ func forwardNARs(ctx context.Context, src *bufio.Reader, enc *encoder, missing [
 		}
 	}
 	return "", enc.flush()
+}
+
+// longNAR is the one missing path a NAR already n bytes long (narMemory or more)
+// can be of: the only path not yet sent whose recorded NAR is at least that long, whose
+// store gave its trailer, and whose references the node holds or was sent. "" when
+// there is none or more than one: the NAR is then held until its trailer names it.
+func longNAR(n int64, missing []string, done, valid map[string]bool, infos map[string]NARInfo) string {
+	found := ""
+	for _, p := range missing {
+		info, ok := infos[p]
+		if done[p] || !ok || info.Size < uint64(n) {
+			continue
+		}
+		if found != "" || !info.HasTrailer {
+			return ""
+		}
+		found = p
+	}
+	if found == "" {
+		return ""
+	}
+	for _, ref := range infos[found].References {
+		if ref != found && !valid[ref] && !done[ref] {
+			return ""
+		}
+	}
+	return found
+}
+
+// sameTrailer checks a record sent before its trailer came: the trailer names the
+// path its NAR went out as, with the references and deriver the store recorded,
+// and the NAR had the recorded length.
+func sameTrailer(t trailer, path string, n int64, info NARInfo) error {
+	if t.Path != path {
+		return fmt.Errorf("the NAR sent as %s is of %s", clip(path), clip(t.Path))
+	}
+	if uint64(n) != info.Size {
+		return fmt.Errorf("the NAR of %s has %d bytes, the store records %d", path, n, info.Size)
+	}
+	if t.Deriver != info.Deriver || !sameSet(t.References, info.References) {
+		return fmt.Errorf("the export's references or deriver of %s are not the store's", path)
+	}
+	return nil
+}
+
+// sameSet tells whether a and b hold the same strings, each once.
+func sameSet(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	in := make(map[string]bool, len(a))
+	for _, s := range a {
+		in[s] = true
+	}
+	for _, s := range b {
+		if !in[s] {
+			return false
+		}
+	}
+	return len(in) == len(a)
+}
+
+// narOut is where one NAR of the export goes: into buf until it fills the memory
+// buf holds; then, as soon as pick names the one path it can be of,
+// begin sends that path's command and what buf holds, and the rest goes straight
+// to direct (the node's buffered writer) as it is read. A long path thus streams
+// at the link's pace instead of waiting in a temporary file for its trailer.
+type narOut struct {
+	buf    *narBuffer
+	pick   func(n int64) string
+	begin  func(path string) error
+	direct *bufio.Writer
+	path   string // the path the NAR is being sent as ("" while held)
+	n      int64  // the NAR's bytes so far
+}
+
+// pickStep is how much of a held NAR is read between two tries of pick.
+const pickStep = 1 << 20
+
+func (o *narOut) Write(p []byte) (int, error) {
+	if o.path != "" {
+		k, err := o.direct.Write(p)
+		o.n += int64(k)
+		return k, err
+	}
+	k, err := o.buf.Write(p)
+	o.n += int64(k)
+	if err != nil {
+		return k, err
+	}
+	return k, o.tryBegin()
+}
+
+// ReadFrom reads a file's contents (narForwarder.contents): held in steps while
+// the NAR's path is not known, then straight into the node's buffered writer,
+// which reads into its own buffer (no copy buffer is allocated).
+func (o *narOut) ReadFrom(r io.Reader) (int64, error) {
+	var total int64
+	for o.path == "" {
+		step := int64(pickStep)
+		if room := int64(o.buf.limit) - o.n; room > 0 {
+			step = room // up to the memory held, no further: the first try
+		}
+		k, err := o.buf.ReadFrom(io.LimitReader(r, step))
+		o.n += k
+		total += k
+		if err != nil {
+			return total, err
+		}
+		if err := o.tryBegin(); err != nil {
+			return total, err
+		}
+		if k < step {
+			return total, nil // r has ended
+		}
+	}
+	k, err := o.direct.ReadFrom(r)
+	o.n += k
+	return total + k, err
+}
+
+// tryBegin starts sending once the NAR fills the memory held and its path is known.
+func (o *narOut) tryBegin() error {
+	if o.path != "" || o.n < int64(o.buf.limit) {
+		return nil
+	}
+	p := o.pick(o.n)
+	if p == "" {
+		return nil
+	}
+	o.path = p
+	return o.begin(p)
 }
 
 // writeAddToStoreNar writes a cmdAddToStoreNar command up to its NAR: path,

@@ -48,19 +48,61 @@ func validIn(t *testing.T, dir string, closure []string) []string {
 	return valid
 }
 
-// lyingStore is this machine's store with a wrong NAR hash for one path.
+// lyingStore is this machine's store with a wrong NAR hash for one path, or with
+// a wrong deriver for it (deriver set).
 type lyingStore struct {
 	nixserve.LocalStore
-	about string
+	about   string
+	deriver string
 }
 
 func (s lyingStore) NARInfos(ctx context.Context, paths []string) (map[string]nixserve.NARInfo, error) {
 	m, err := s.LocalStore.NARInfos(ctx, paths)
 	if info, ok := m[s.about]; ok {
-		info.Hash = strings.Repeat("0", 64)
+		if s.deriver != "" {
+			info.Deriver = s.deriver
+		} else {
+			info.Hash = strings.Repeat("0", 64)
+		}
 		m[s.about] = info
 	}
 	return m, err
+}
+
+// TestServeStreamedNARChecked: a long NAR goes out before its trailer, under the
+// path its length names; what the store said of that path is still checked. A wrong
+// hash is refused by the node and named; a deriver the export's trailer does not
+// give ends the copy there, on this side.
+func TestServeStreamedNARChecked(t *testing.T) {
+	needNixBuild(t)
+	root, closure := buildTestClosure(t, "serve-streamed", 5, 1)
+	var big string
+	for _, p := range closure {
+		if strings.HasSuffix(p, "-sy-copy-big-serve-streamed") {
+			big = p
+		}
+	}
+	if big == "" {
+		t.Fatalf("no big path in %v", closure)
+	}
+	ctx := ctxFor(t, 2*time.Minute)
+	for _, c := range []struct {
+		name, deriver, want string
+	}{
+		{"wrong hash", "", "hash mismatch"},
+		{"wrong deriver", "/nix/store/00000000000000000000000000000000-other.drv", "references or deriver of " + big + " are not the store's"},
+	} {
+		dir := filepath.Join(t.TempDir(), "node")
+		restore := nixserve.SetThroughStore(lyingStore{about: big, deriver: c.deriver})
+		st, err := nixserve.CopyThrough(ctx, localServe(dir), []string{root}, nil)
+		restore()
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), big) {
+			t.Errorf("%s: %+v, %v", c.name, st, err)
+		}
+		if c.deriver != "" && st.Streamed != 0 {
+			t.Errorf("%s: a path whose trailer disagreed counted as sent (%+v)", c.name, st)
+		}
+	}
 }
 
 // TestServeAddToStoreNar copies a closure into a store served by Nix 2.8's own
@@ -75,7 +117,9 @@ func TestServeAddToStoreNar(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Paths != len(closure) || st.Missing != len(closure) || st.Sent != len(closure) || st.Bytes < 1<<20 {
+	// The 1 MiB path is longer than a copy holds in memory: its length names it
+	// before its trailer, and it goes out as it is read.
+	if st.Paths != len(closure) || st.Missing != len(closure) || st.Sent != len(closure) || st.Streamed != 1 || st.Bytes < 1<<20 {
 		t.Errorf("stats %+v for %d paths", st, len(closure))
 	}
 	if valid := validIn(t, dir, closure); len(valid) != len(closure) {

@@ -8,7 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
-	"maps"
+	"reflect"
 	"os"
 	"slices"
 	"strings"
@@ -324,10 +324,12 @@ func TestReadDumpDB(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]NARInfo{
-		"/nix/store/ah8xhqlliqggpk56g9q28wkpk9xk07gc-sy-golden-leaf": {Hash: "10551daed7fa467d0b58826e7eb9a0f2af7d693de319f2ef775fffcda244b9f6", Size: 120},
-		"/nix/store/4dwv2cyhvcl2g09mbcvxk9q0jn78va2v-sy-golden-top":  {Hash: "308f9849a65996cb6e5260313a236241670c9559b744b0c3beae4f3af0634d2b", Size: 592},
+		"/nix/store/ah8xhqlliqggpk56g9q28wkpk9xk07gc-sy-golden-leaf": {Hash: "10551daed7fa467d0b58826e7eb9a0f2af7d693de319f2ef775fffcda244b9f6", Size: 120,
+			Deriver: "/nix/store/w0v5wd48blvqlxwlzva0sccx1psnf12g-sy-golden-leaf.drv", References: []string{}, HasTrailer: true},
+		"/nix/store/4dwv2cyhvcl2g09mbcvxk9q0jn78va2v-sy-golden-top": {Hash: "308f9849a65996cb6e5260313a236241670c9559b744b0c3beae4f3af0634d2b", Size: 592,
+			Deriver: "/nix/store/vvnwh7k48593c013jh6bsja13f2w387h-sy-golden-top.drv", References: []string{"/nix/store/ah8xhqlliqggpk56g9q28wkpk9xk07gc-sy-golden-leaf"}, HasTrailer: true},
 	}
-	if !maps.Equal(infos, want) {
+	if !reflect.DeepEqual(infos, want) {
 		t.Errorf("got %v, want %v", infos, want)
 	}
 	lines := strings.Split(string(db), "\n")
