@@ -26,13 +26,13 @@ import (
 
 // Stats describes one copy.
 type Stats struct {
-	Paths   int   // store paths in the closure of the paths asked for
-	Missing int   // of those, the paths the node did not hold
-	Sent    int   // paths sent to the node in full, each in its entirety
+	Paths   int // store paths in the closure of the paths asked for
+	Missing int // of those, the paths the node did not hold
+	Sent    int // paths sent to the node in full, each in its entirety
 	// Streamed is how many of them went out as they were read, their path named by
 	// their length before the export's trailer came (NARInfo.HasTrailer).
 	Streamed int
-	Bytes   int64 // bytes written to the node, protocol included
+	Bytes    int64 // bytes written to the node, protocol included
 	// Substituted is how many of the missing paths the node fetched from its own
 	// binary caches (Options.Substitute) instead of being sent them.
 	Substituted int
