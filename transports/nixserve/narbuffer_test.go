@@ -1,8 +1,10 @@
 package nixserve
 
 import (
+	"bufio"
 	"bytes"
 	"io"
+	"strings"
 	"testing"
 	"testing/iotest"
 )
@@ -112,6 +114,46 @@ func TestLongNAR(t *testing.T) {
 	} {
 		if got := longNAR(tc.n, tc.missing, tc.done, tc.valid, tc.infos); got != tc.want {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+// A NAR held until it fills the memory goes out once pick names its path, the rest
+// as it is read; it never goes past the size its command announced, through Write
+// or ReadFrom.
+func TestNAROutStreamsWithinItsSize(t *testing.T) {
+	const limit, size = 16, 40
+	for _, more := range []int{0, 1} {
+		for name, write := range map[string]func(o *narOut, data []byte) error{
+			"Write":    func(o *narOut, data []byte) error { _, err := o.Write(data); return err },
+			"ReadFrom": func(o *narOut, data []byte) error { _, err := o.ReadFrom(bytes.NewReader(data)); return err },
+		} {
+			var node bytes.Buffer
+			direct := bufio.NewWriter(&node)
+			buf := &narBuffer{limit: limit}
+			o := &narOut{buf: buf, direct: direct,
+				pick:   func(n int64) string { return "/nix/store/p" },
+				sizeOf: func(string) int64 { return size },
+				begin: func(string) error {
+					direct.WriteString("header:")
+					return buf.writeTo(direct)
+				}}
+			data := bytes.Repeat([]byte("x"), size+more)
+			err := write(o, data)
+			buf.close()
+			if more == 0 {
+				_ = direct.Flush()
+				if err != nil || o.path != "/nix/store/p" || node.String() != "header:"+string(data) {
+					t.Errorf("%s: %v, path %q, node got %q", name, err, o.path, node.String())
+				}
+				continue
+			}
+			if err == nil || !strings.Contains(err.Error(), "longer than the 40 bytes") {
+				t.Errorf("%s, one byte too many: %v", name, err)
+			}
+			if direct.Buffered()+node.Len() > len("header:")+size {
+				t.Errorf("%s: %d bytes went out past the announced size", name, direct.Buffered()+node.Len()-len("header:")-size)
+			}
 		}
 	}
 }

@@ -189,7 +189,7 @@ func forwardNARs(ctx context.Context, src *bufio.Reader, enc *encoder, missing [
 				}
 			}
 			return longNAR(n, missing, done, valid, infos)
-		}, begin: func(p string) error {
+		}, sizeOf: func(p string) int64 { return int64(infos[p].Size) }, begin: func(p string) error {
 			info := infos[p]
 			writeAddToStoreNar(enc, trailer{Path: p, References: info.References, Deriver: info.Deriver}, info)
 			if enc.err != nil {
@@ -354,13 +354,22 @@ func sameSet(a, b []string) bool {
 // begin sends that path's command and what buf holds, and the rest goes straight
 // to direct (the node's buffered writer) as it is read. A long path thus streams
 // at the link's pace instead of waiting in a temporary file for its trailer.
+//
+// A NAR sent never goes past the size its command announced: bytes beyond it
+// would reach the node as the next command.
 type narOut struct {
 	buf    *narBuffer
 	pick   func(n int64) string
+	sizeOf func(path string) int64 // the NAR size the store records
 	begin  func(path string) error
 	direct *bufio.Writer
 	path   string // the path the NAR is being sent as ("" while held)
+	size   int64  // the size its command announced
 	n      int64  // the NAR's bytes so far
+}
+
+func (o *narOut) tooLong() error {
+	return fmt.Errorf("the NAR of %s is longer than the %d bytes the store records", o.path, o.size)
 }
 
 // pickStep is how much of a held NAR is read between two tries of pick.
@@ -368,6 +377,9 @@ const pickStep = 1 << 20
 
 func (o *narOut) Write(p []byte) (int, error) {
 	if o.path != "" {
+		if int64(len(p)) > o.size-o.n {
+			return 0, o.tooLong()
+		}
 		k, err := o.direct.Write(p)
 		o.n += int64(k)
 		return k, err
@@ -403,9 +415,17 @@ func (o *narOut) ReadFrom(r io.Reader) (int64, error) {
 			return total, nil // r has ended
 		}
 	}
-	k, err := o.direct.ReadFrom(r)
+	k, err := o.direct.ReadFrom(io.LimitReader(r, o.size-o.n))
 	o.n += k
-	return total + k, err
+	total += k
+	if err != nil {
+		return total, err
+	}
+	var probe [1]byte
+	if m, _ := r.Read(probe[:]); m > 0 {
+		return total, o.tooLong()
+	}
+	return total, nil
 }
 
 // tryBegin starts sending once the NAR fills the memory held and its path is known.
@@ -418,6 +438,9 @@ func (o *narOut) tryBegin() error {
 		return nil
 	}
 	o.path = p
+	if o.size = o.sizeOf(p); o.n > o.size {
+		return o.tooLong() // nothing of it has gone out
+	}
 	return o.begin(p)
 }
 
