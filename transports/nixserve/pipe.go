@@ -153,8 +153,7 @@ func forwardNARs(ctx context.Context, src *bufio.Reader, enc *encoder, missing [
 	for _, p := range missing {
 		asked[p] = true
 	}
-	var infos map[string]NARInfo
-	var infosErr error
+	infos := &narInfos{ch: infosCh}
 	nar := &narBuffer{limit: narMemory}
 	defer nar.close()
 	for {
@@ -173,24 +172,12 @@ func forwardNARs(ctx context.Context, src *bufio.Reader, enc *encoder, missing [
 		}
 		nar.reset()
 		out := &narOut{buf: nar, pick: func(n int64) string {
-			if infos == nil {
-				select {
-				case r := <-infosCh:
-					if r.err != nil {
-						infosErr = r.err
-						return ""
-					}
-					infos = r.infos
-					if infos == nil {
-						infos = map[string]NARInfo{}
-					}
-				default:
-					return ""
-				}
+			if !infos.poll() {
+				return ""
 			}
-			return longNAR(n, missing, done, valid, infos)
-		}, sizeOf: func(p string) int64 { return int64(infos[p].Size) }, begin: func(p string) error {
-			info := infos[p]
+			return longNAR(n, missing, done, valid, infos.m)
+		}, sizeOf: func(p string) int64 { return int64(infos.m[p].Size) }, begin: func(p string) error {
+			info := infos.m[p]
 			writeAddToStoreNar(enc, trailer{Path: p, References: info.References, Deriver: info.Deriver}, info)
 			if enc.err != nil {
 				return enc.err
@@ -200,9 +187,6 @@ func forwardNARs(ctx context.Context, src *bufio.Reader, enc *encoder, missing [
 		if err := forwardNAR(src, out); err != nil {
 			return out.path, exportOrWriteErr(err)
 		}
-		if infosErr != nil {
-			return "", fmt.Errorf("NAR hashes of the local store: %w", infosErr)
-		}
 		t, err := readTrailer(src, maxRefs)
 		if err != nil {
 			return out.path, fmt.Errorf("local export: %w", err)
@@ -211,56 +195,12 @@ func forwardNARs(ctx context.Context, src *bufio.Reader, enc *encoder, missing [
 			// The NAR went out under the path its length named: the trailer must
 			// agree, or the node now holds a command it must not act on, and the
 			// copy ends here.
-			if err := sameTrailer(t, out.path, out.n, infos[out.path]); err != nil {
+			if err := sameTrailer(t, out.path, out.n, infos.m[out.path]); err != nil {
 				return out.path, fmt.Errorf("local export: %w", err)
 			}
-			done[t.Path] = true
-			st.Sent++
 			st.Streamed++
-			sent <- t.Path
-			if src.Buffered() == 0 {
-				if err := enc.flush(); err != nil {
-					return "", err
-				}
-			}
-			continue
-		}
-		if !asked[t.Path] || done[t.Path] {
-			return "", fmt.Errorf("local export: %s was not asked for or comes twice", clip(t.Path))
-		}
-		for _, ref := range t.References {
-			if ref != t.Path && !valid[ref] && !done[ref] {
-				return "", fmt.Errorf("local export: %s comes before its reference %s", t.Path, clip(ref))
-			}
-		}
-		if infos == nil {
-			select {
-			case r := <-infosCh:
-				if r.err != nil {
-					return "", fmt.Errorf("NAR hashes of the local store: %w", r.err)
-				}
-				infos = r.infos
-				if infos == nil {
-					infos = map[string]NARInfo{}
-				}
-			case <-ctx.Done():
-				return "", ctx.Err()
-			}
-		}
-		info, ok := infos[t.Path]
-		if !ok {
-			return "", fmt.Errorf("local store: no NAR hash of %s", t.Path)
-		}
-		if info.Size != uint64(nar.n) {
-			return "", fmt.Errorf("local store: the NAR of %s has %d bytes, the store records %d", t.Path, nar.n, info.Size)
-		}
-		writeAddToStoreNar(enc, t, info)
-		if enc.err != nil {
-			return t.Path, enc.err
-		}
-		if err := nar.writeTo(enc.w); err != nil {
-			enc.err = err
-			return t.Path, exportOrWriteErr(err)
+		} else if err := sendHeld(ctx, enc, t, nar, asked, done, valid, infos); err != nil {
+			return t.Path, err
 		}
 		done[t.Path] = true
 		st.Sent++
@@ -287,6 +227,85 @@ func forwardNARs(ctx context.Context, src *bufio.Reader, enc *encoder, missing [
 		}
 	}
 	return "", enc.flush()
+}
+
+// sendHeld checks a record held whole until its trailer and sends it: a path that
+// was asked for, once, after every path it references, whose NAR has the size the
+// store records.
+func sendHeld(ctx context.Context, enc *encoder, t trailer, nar *narBuffer, asked, done, valid map[string]bool, infos *narInfos) error {
+	if !asked[t.Path] || done[t.Path] {
+		return fmt.Errorf("local export: %s was not asked for or comes twice", clip(t.Path))
+	}
+	for _, ref := range t.References {
+		if ref != t.Path && !valid[ref] && !done[ref] {
+			return fmt.Errorf("local export: %s comes before its reference %s", t.Path, clip(ref))
+		}
+	}
+	if err := infos.wait(ctx); err != nil {
+		return err
+	}
+	info, ok := infos.m[t.Path]
+	if !ok {
+		return fmt.Errorf("local store: no NAR hash of %s", t.Path)
+	}
+	if info.Size != uint64(nar.n) {
+		return fmt.Errorf("local store: the NAR of %s has %d bytes, the store records %d", t.Path, nar.n, info.Size)
+	}
+	writeAddToStoreNar(enc, t, info)
+	if enc.err != nil {
+		return enc.err
+	}
+	if err := nar.writeTo(enc.w); err != nil {
+		enc.err = err
+		return exportOrWriteErr(err)
+	}
+	return nil
+}
+
+// narInfos is the answer of the local store's NAR hashes, asked while the export
+// starts: polled for a long NAR, waited for by the first record held whole.
+type narInfos struct {
+	ch  <-chan infosResult
+	m   map[string]NARInfo // nil until the answer came
+	err error
+}
+
+// take keeps an answer received.
+func (s *narInfos) take(r infosResult) {
+	s.m, s.err = r.infos, r.err
+	if s.m == nil {
+		s.m = map[string]NARInfo{}
+	}
+	if s.err != nil {
+		s.err = fmt.Errorf("NAR hashes of the local store: %w", s.err)
+	}
+	s.ch = nil
+}
+
+// poll tells whether the hashes are here (and were got), without waiting.
+func (s *narInfos) poll() bool {
+	if s.ch != nil {
+		select {
+		case r := <-s.ch:
+			s.take(r)
+		default:
+			return false
+		}
+	}
+	return s.err == nil
+}
+
+// wait waits for the hashes; an error is the local store's (or ctx's).
+func (s *narInfos) wait(ctx context.Context) error {
+	if s.ch != nil {
+		select {
+		case r := <-s.ch:
+			s.take(r)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return s.err
 }
 
 // longNAR is the one missing path a NAR already n bytes long (narMemory or more)
