@@ -376,13 +376,20 @@ func writeEvents(label string, r fleetResult) {
 
 // confirmedNodes counts the nodes holding a switch record in state "confirmed": the
 // first generation's says "done" (no generation to go back to), so each one found is
-// the timed deploy's, confirmed over a fresh connection.
+// the timed deploy's, confirmed over a fresh connection. A node not counted is named
+// on stderr with what it held or why it could not be read: a count short of the
+// fleet is then a node's record or a failed read, never a silent guess.
 func confirmedNodes(ctx context.Context, nodes []*testbed.Node) int {
 	var count int
 	for _, nd := range nodes {
 		out, err := nd.Exec(ctx, "sh", "-c", "cat /run/switchyard/switch/*/state")
-		if err == nil && slices.Contains(strings.Fields(out), "confirmed") {
+		switch {
+		case err != nil:
+			fmt.Fprintf(os.Stderr, "bench: (g) %s: reading its switch records: %v\n", nd.Name, err)
+		case slices.Contains(strings.Fields(out), "confirmed"):
 			count++
+		default:
+			fmt.Fprintf(os.Stderr, "bench: (g) %s: no switch record says confirmed: %q\n", nd.Name, strings.Join(strings.Fields(out), " "))
 		}
 	}
 	return count

@@ -8,9 +8,14 @@ package main
 import (
 	"fmt"
 	"io"
+	"runtime"
 	"strings"
 	"text/tabwriter"
+	"time"
 )
+
+// machineCores is the cores the nodes and the deployer share (a test sets its own).
+var machineCores = runtime.NumCPU()
 
 // goal is one figure against its goal.
 type goal struct {
@@ -119,20 +124,38 @@ func fleetGoals(results []fleetResult) {
 
 // soloGoal adds the fleet's figure with the test bed's queue divided out (solo.go):
 // the largest row's wall against the same nodes each deployed by a process of its own,
-// all at once, with the same limit as against one node alone.
+// all at once, with the same limit as against one node alone. It is judged against
+// the reference credited with its extra deployer CPU (creditedWall), so the
+// reference's own cost cannot flatter the fleet; the plain ratio is in the detail.
 func soloGoal(key string, most fleetResult, limit float64) {
 	s, ok := medianSolo(most.solos)
 	if !ok {
 		return
 	}
-	rt := ratio(most.wall, s.wall)
+	credited := creditedWall(s, most.cpu, machineCores)
+	rt := ratio(most.wall, credited)
 	figure := fmt.Sprintf("(g) %s: %d nodes by one process vs one process per node, at once (the test bed's queue divided out)", key, most.nodes)
-	addGoal(figure, fmt.Sprintf("%.2fx (%s / %s)", rt, dur(most.wall), dur(s.wall)), fmt.Sprintf("at most %.1fx", limit), rt <= limit)
+	addGoal(figure, fmt.Sprintf("%.2fx (%s / %s)", rt, dur(most.wall), dur(credited)), fmt.Sprintf("at most %.1fx", limit), rt <= limit)
 	walls := make([]string, len(most.solos))
 	for i, r := range most.solos {
 		walls[i] = dur(r.wall)
 	}
-	goals[len(goals)-1].detail = fmt.Sprintf("one process per node: %s", strings.Join(walls, ", "))
+	goals[len(goals)-1].detail = fmt.Sprintf("one process per node: %s; the median's %s less its extra deployer CPU (%s against %s) over %d cores; uncredited %.2fx",
+		strings.Join(walls, ", "), dur(s.wall), dur(s.cpu), dur(most.cpu), machineCores, ratio(most.wall, s.wall))
+}
+
+// creditedWall is the reference's wall less the time its extra deployer CPU could
+// have cost it: the CPU its processes spent beyond the fleet's one process
+// (fleetCPU), spread over the machine's cores. Every such second is taken as delay
+// of the slowest node, the most it can be, so the credited reference is never slower
+// than a reference without that work would be. A reference that spent less CPU than
+// the fleet is not credited.
+func creditedWall(ref soloResult, fleetCPU time.Duration, cores int) time.Duration {
+	extra := ref.cpu - fleetCPU
+	if extra <= 0 || cores < 1 {
+		return ref.wall
+	}
+	return max(ref.wall-extra/time.Duration(cores), 0)
 }
 
 // printGoals prints every goal of the run: the figure, the goal, met or not met.
