@@ -159,4 +159,33 @@ func TestNodeExec(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
+	checkCPUParts(ctx, t, n)
+}
+
+// checkCPUParts: CPU burnt by a command over ssh counts in the node's sshd part, and
+// CPU burnt by one run through incus exec does not (it counts in the rest).
+func checkCPUParts(ctx context.Context, t *testing.T, n *Node) {
+	const burn = `i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done`
+	read := func() CPUParts {
+		p, ok := InstanceCPUParts(n.Name)
+		if !ok {
+			t.Fatalf("InstanceCPUParts(%s): not read", n.Name)
+		}
+		return p
+	}
+	before := read()
+	if _, err := n.SSH(ctx, "sh", "-c", burn); err != nil {
+		t.Fatal(err)
+	}
+	overSSH := read().Sub(before)
+	if _, err := n.Exec(ctx, "sh", "-c", burn); err != nil {
+		t.Fatal(err)
+	}
+	overExec := read().Sub(before).Sub(overSSH)
+	if overSSH.SSH < 100*time.Millisecond || overSSH.SSH < overSSH.All*8/10 || overSSH.PID1 > overSSH.SSH/4 {
+		t.Errorf("a loop run over ssh: %+v; want most of the container's CPU in sshd's part, at least 100ms", overSSH)
+	}
+	if overExec.Rest() < 100*time.Millisecond || overExec.SSH > overExec.All/10 {
+		t.Errorf("a loop run by incus exec: %+v; want it in the rest, not in sshd's part", overExec)
+	}
 }
