@@ -142,6 +142,10 @@ type fleetResult struct {
 	phases      map[string]int64
 	events      []stampedEvent
 	nodeCPU     nodeCPU // the nodes' own CPU, by phase, and the machine's busy share
+	// parts is the nodes' own CPU over the timed apply by where inside them it went
+	// (partsOK: every node's could be read).
+	parts   testbed.CPUParts
+	partsOK bool
 	// walls are the wall times of every run of the row, in order; the row's figures are
 	// those of the run with the median wall time (-fleet-runs).
 	walls []time.Duration
@@ -334,8 +338,11 @@ func fleetRow(ctx context.Context, bed *testbed.Bed, dir, binary, tofuBin string
 	fmt.Fprintf(os.Stderr, "bench: (g) %s, %d nodes: waited %s for the nodes to go quiet (quiet: %v); %s apply\n", method, n, waited.Round(time.Second), quiet, method)
 	stopCPU := make(chan struct{})
 	cpuSamples := sampleCPU(instances, time.Now(), stopCPU)
+	partsBefore, okBefore := sumParts(instances)
 	r, err := timedApply(fleetApply(ctx, bed, dir, binary, tofuBin, tree, method, win, n))
+	partsAfter, okAfter := sumParts(instances)
 	close(stopCPU)
+	r.parts, r.partsOK = partsAfter.Sub(partsBefore), okBefore && okAfter
 	r.method, r.windows, r.nodes = method, win, n
 	names := make([]string, len(spec.Nodes))
 	for i, nd := range spec.Nodes {
@@ -632,6 +639,7 @@ func printFleet(w io.Writer, results []fleetResult, closurePaths int) error {
 	for _, r := range results {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", r.method, r.windows.name, r.nodes, r.nodeCPU)
 	}
+	printParts(tw, results)
 	if err := tw.Flush(); err != nil {
 		return err
 	}
@@ -802,4 +810,35 @@ func profileEnv(label string) []string {
 		return nil
 	}
 	return []string{"SWITCHYARD_BENCH_PROFILE=" + filepath.Join(*profileDir, label)}
+}
+
+// sumParts is the instances' CPUParts summed; ok is false when any could not be read.
+func sumParts(instances []string) (testbed.CPUParts, bool) {
+	var sum testbed.CPUParts
+	for _, in := range instances {
+		p, ok := testbed.InstanceCPUParts(in)
+		if !ok {
+			return testbed.CPUParts{}, false
+		}
+		sum.All, sum.SSH, sum.PID1 = sum.All+p.All, sum.SSH+p.SSH, sum.PID1+p.PID1
+	}
+	return sum, true
+}
+
+// printParts prints the nodes' own CPU of every row by where inside the nodes it
+// went: what switchyard asks of a node (every command over ssh) apart from what the
+// node's systemd and the activation spend.
+func printParts(w io.Writer, results []fleetResult) {
+	fmt.Fprintln(w, "\nthe nodes' own CPU over the apply, by cgroup inside them: sshd's tree runs every command switchyard sends (the copy's nix-store, the verdict's samples, the lock) and their ssh sessions; PID 1 is systemd itself (its D-Bus answers and jobs); the rest is the units it ran (the switch's unit: the activation) and journald")
+	fmt.Fprintln(w, "method\twindows\tnodes\tall\tsshd's\tper node\tPID 1\tper node\tthe rest\tper node")
+	for _, r := range results {
+		if !r.partsOK {
+			fmt.Fprintf(w, "%s\t%s\t%d\t-\t-\t-\t-\t-\t-\t-\n", r.method, r.windows.name, r.nodes)
+			continue
+		}
+		n := time.Duration(max(r.nodes, 1))
+		p := r.parts
+		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.method, r.windows.name, r.nodes, dur(p.All),
+			dur(p.SSH), dur(p.SSH/n), dur(p.PID1), dur(p.PID1/n), dur(p.Rest()), dur(p.Rest()/n))
+	}
 }

@@ -1,8 +1,12 @@
 package main
 
 import (
+	"bytes"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/switchyard-nix/switchyard/testbed"
 )
 
 func TestMedianRun(t *testing.T) {
@@ -71,5 +75,26 @@ func TestWorkShare(t *testing.T) {
 	}
 	if share, _ := workShare(samples, events[:1]); share != 0 {
 		t.Errorf("no settle: share %v, want none", share)
+	}
+}
+
+// printParts gives each row's nodes' CPU by cgroup, summed and per node; a row whose
+// nodes could not be read prints dashes, never zeros.
+func TestPrintParts(t *testing.T) {
+	ms := time.Millisecond
+	var b bytes.Buffer
+	printParts(&b, []fleetResult{
+		{method: "ssh", windows: shortWindows, nodes: 4, parts: testbed.CPUParts{All: 8000 * ms, SSH: 4800 * ms, PID1: 1200 * ms}, partsOK: true},
+		{method: "tf", windows: shortWindows, nodes: 4},
+	})
+	out := strings.ReplaceAll(b.String(), "\t", " ")
+	for _, want := range []string{
+		"method windows nodes all sshd's per node PID 1 per node the rest per node",
+		"ssh short 4 8s 4.8s 1.2s 1.2s 300ms 2s 500ms",
+		"tf short 4 - - - - - - -",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in:\n%s", want, out)
+		}
 	}
 }
