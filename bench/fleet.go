@@ -397,10 +397,23 @@ func confirmedNodes(ctx context.Context, nodes []*testbed.Node) int {
 			count++
 		default:
 			fmt.Fprintf(os.Stderr, "bench: (g) %s: no switch record says confirmed: %q\n", nd.Name, strings.Join(strings.Fields(out), " "))
+			recs, _ := nd.Exec(ctx, "sh", "-c", recordDump)
+			fmt.Fprintf(os.Stderr, "bench: (g) %s: its records:\n%s", nd.Name, recs)
 		}
 	}
 	return count
 }
+
+// recordDump prints every switch record a node holds, file by file with its time,
+// and the state of each record's unit: what a count short of the fleet is made of.
+const recordDump = `for d in /run/switchyard/switch/*/; do
+	u=${d%/}; u=${u##*/}
+	printf '  %s (unit %s)\n' "$d" "$(systemctl show --property=ActiveState,SubState,Result --value -- "$u" | tr '\n' ' ')"
+	for f in "$d"* "$d".[!.]*; do
+		[ -f "$f" ] && printf '    %s %s: %s\n' "$(date -r "$f" +%T.%N)" "${f##*/}" "$(head -c 200 "$f" | tr '\n' ' ')"
+	done
+done
+`
 
 // fleetApply is the row's `switchyard <method> apply` of tree, into the row's state
 // and eval cache directories.

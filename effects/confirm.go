@@ -257,6 +257,16 @@ func (r *run) confirmFresh(ctx context.Context, rec nodeRecord) error {
 // An unreachable node is tried again with a growing pause; at the deadline it is
 // unreachable (exit 3).
 func (r *run) readRecord(ctx context.Context, deadline time.Time, confirm bool) (nodeRecord, string, error) {
+	return r.readRecordUntil(ctx, deadline, confirm, nodeRecord.final)
+}
+
+// decided: the node's script has written what it does after switch-to-configuration
+// (wait for the confirmation, roll back, or nothing to confirm).
+func (rec nodeRecord) decided() bool { return rec.State != recActivating }
+
+// readRecordUntil is readRecord until the record satisfies until, not only until
+// the node's decision is final.
+func (r *run) readRecordUntil(ctx context.Context, deadline time.Time, confirm bool, until func(nodeRecord) bool) (nodeRecord, string, error) {
 	backoff := 250 * time.Millisecond
 	seen := ""
 	for {
@@ -275,7 +285,7 @@ func (r *run) readRecord(ctx context.Context, deadline time.Time, confirm bool) 
 		case err == nil:
 			props := parseProps(out)
 			rec, _ := parseRecord(props)
-			if rec.final() {
+			if until(rec) {
 				return rec, props["current"], nil
 			}
 			if rec.State == "" {

@@ -363,6 +363,20 @@ func (r *run) confirm(ctx context.Context) error {
 		return r.timedOut(ctx)
 	}
 	if rec := r.record; rec != nil {
+		if !rec.decided() {
+			// switch-to-configuration's status is recorded but the node's script has
+			// not yet written what comes next (on a loaded node that takes a while):
+			// read until it has. Going on from "activating" would skip the
+			// confirmation over a fresh connection and stop the unit waiting for it.
+			next, current, err := r.readRecordUntil(ctx, r.rollbackDeadline(), false, nodeRecord.decided)
+			if err != nil {
+				return err
+			}
+			rec, r.record = &next, &next
+			if current != "" {
+				r.current = current
+			}
+		}
 		switch rec.State {
 		case recWaiting, recConfirmed:
 			// A test-only seam: the journal test kills the deployer here, between

@@ -430,3 +430,41 @@ func TestDeployConfirmedStays(t *testing.T) {
 		t.Errorf("the node's records say %q, want one confirmed and no rollback", out)
 	}
 }
+
+// slowReadlink makes the node's readlink take 2 s for /run/current-system inside a
+// unit (systemd sets INVOCATION_ID; an ssh or incus session has none): the
+// confirmation script of the switch's unit then writes its "waiting" state 2 s after
+// switch-to-configuration's status, as a loaded node does a moment later.
+const slowReadlink = `mv /usr/bin/readlink /usr/bin/readlink.real
+cat >/usr/bin/readlink <<'EOF'
+#!/bin/sh
+if [ -n "$INVOCATION_ID" ] && [ "$2" = /run/current-system ]; then sleep 2; fi
+exec /usr/bin/readlink.real "$@"
+EOF
+chmod 755 /usr/bin/readlink
+`
+
+// The switch's status is on the node's record while its state still says
+// "activating": the deployer reads the record until the node's script has written
+// what comes next, then confirms over a fresh connection. Before, it went on from
+// "activating": it stopped the unit that waited for the confirmation and reported
+// the node confirmed with no confirmation (seen in the bench's 16-node fleet as a
+// record left "waiting").
+func TestDeployConfirmsANodeSlowToWait(t *testing.T) {
+	node, first := setup(t, "healthy")
+	wantCode(t, switchyard(t, nil, deployArgs(node, "--toplevel", first, "--output", "json")...), 0)
+	node.MustExec(t, "sh", "-c", slowReadlink)
+	next := testbed.Require(t).Build(t, "healthy", "slow-to-wait")
+	r := switchyard(t, nil, deployArgs(node, "--toplevel", next, "--output", "json")...)
+	wantCode(t, r, 0)
+	if n := countLogs(r, "web1", "confirm: confirmed "+next+" over a fresh connection"); n != 1 {
+		t.Errorf("the confirmation over a fresh connection logged %d times, want once: %q", n, logMsgs(r))
+	}
+	out := node.MustExec(t, "sh", "-c", "cat /run/switchyard/switch/*/state")
+	if !strings.Contains(out, "confirmed") || strings.Contains(out, "waiting") || strings.Contains(out, "activating") {
+		t.Errorf("the node's records say %q, want the deploy's confirmed", out)
+	}
+	if got := node.Readlink(t, "/run/current-system"); got != next {
+		t.Errorf("/run/current-system -> %q, want %q", got, next)
+	}
+}
