@@ -833,7 +833,7 @@ func sumParts(instances []string) (testbed.CPUParts, bool) {
 		if !ok {
 			return testbed.CPUParts{}, false
 		}
-		sum.All, sum.SSH, sum.PID1 = sum.All+p.All, sum.SSH+p.SSH, sum.PID1+p.PID1
+		sum = sum.Add(p)
 	}
 	return sum, true
 }

@@ -1,7 +1,6 @@
 package testbed
 
 import (
-	"bufio"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -19,19 +18,7 @@ func InstanceCPU(instance string) (d time.Duration, ok bool) {
 		n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
 		return time.Duration(n), err == nil
 	}
-	f, err := os.Open(filepath.Join("/sys/fs/cgroup", name, "cpu.stat"))
-	if err != nil {
-		return 0, false
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "usage_usec "); ok {
-			n, err := strconv.ParseInt(v, 10, 64)
-			return time.Duration(n) * time.Microsecond, err == nil
-		}
-	}
-	return 0, false
+	return usage(filepath.Join("/sys/fs/cgroup", name))
 }
 
 // CPUParts is a container's CPU time split by where inside it it went, from the
@@ -45,6 +32,11 @@ type CPUParts struct {
 // Rest is what neither sshd's tree nor PID 1 spent: the units systemd ran (a
 // switch's transient unit and what it started), journald and the like.
 func (p CPUParts) Rest() time.Duration { return p.All - p.SSH - p.PID1 }
+
+// Add is p and q together (two nodes' readings summed).
+func (p CPUParts) Add(q CPUParts) CPUParts {
+	return CPUParts{All: p.All + q.All, SSH: p.SSH + q.SSH, PID1: p.PID1 + q.PID1}
+}
 
 // Sub is p less an earlier reading.
 func (p CPUParts) Sub(q CPUParts) CPUParts {
