@@ -87,9 +87,12 @@ func TestCopy(t *testing.T) {
 	if len(node.queries) != 1 || !slices.Equal(node.queries[0], closure) || node.imports != 0 || node.adds != 42 {
 		t.Errorf("%d queries (first of %d paths), %d imports, %d cmdAddToStoreNar; want one query of the closure, one command per path", len(node.queries), len(node.queries[0]), node.imports, node.adds)
 	}
-	if store.infoCalls != 1 {
-		t.Errorf("%d NARInfos calls, want 1", store.infoCalls)
+	// The closure's records are asked while the node answers; those of the
+	// missing paths too when the first are not back by then.
+	if store.infoCalls < 1 || store.infoCalls > 2 {
+		t.Errorf("%d NARInfos calls, want 1 or 2", store.infoCalls)
 	}
+	calls := store.infoCalls
 	if !slices.Equal(store.exports[0], closure) {
 		t.Errorf("export asked for %d paths, want the closure in its order", len(store.exports[0]))
 	}
@@ -102,7 +105,7 @@ func TestCopy(t *testing.T) {
 	if want := (nixserve.Stats{Paths: 42, Missing: 0, Sent: 0, Bytes: st.Bytes}); st != want || st.Bytes > 8192 {
 		t.Errorf("second copy: stats %+v", st)
 	}
-	if len(node.queries) != 2 || node.adds != 42 || len(store.exports) != 1 || store.infoCalls != 1 {
+	if len(node.queries) != 2 || node.adds != 42 || len(store.exports) != 1 || store.infoCalls > calls+1 {
 		t.Errorf("second copy: %d queries, %d commands, %d exports, %d NARInfos", len(node.queries), node.adds, len(store.exports), store.infoCalls)
 	}
 

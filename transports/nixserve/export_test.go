@@ -44,3 +44,26 @@ func SetForceImport(on bool) func() {
 	forceImport = on
 	return func() { forceImport = old }
 }
+
+// SetSpoolAloneMax sets how much of a record a lone copy spools; the returned func
+// restores it.
+func SetSpoolAloneMax(n int64) func() {
+	old := spoolAloneMax
+	spoolAloneMax = n
+	return func() { spoolAloneMax = old }
+}
+
+// HoldSpool counts one more copy running in the process, as another copy would,
+// until the returned func is called.
+func HoldSpool() func() {
+	exports.enter()
+	return exports.leave
+}
+
+// SetDumpMin sets the NAR size from which a path is sent from its dump; the
+// returned func restores it.
+func SetDumpMin(n uint64) func() {
+	old := dumpMin
+	dumpMin = n
+	return func() { dumpMin = old }
+}

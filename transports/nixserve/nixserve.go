@@ -32,7 +32,10 @@ type Stats struct {
 	// Streamed is how many of them went out as they were read, their path named by
 	// their length before the export's trailer came (NARInfo.HasTrailer).
 	Streamed int
-	Bytes    int64 // bytes written to the node, protocol included
+	// Dumped is how many of them went out read from the store's dump, before the
+	// export (long paths whose references the node held: dumpMin).
+	Dumped int
+	Bytes  int64 // bytes written to the node, protocol included
 	// Substituted is how many of the missing paths the node fetched from its own
 	// binary caches (Options.Substitute) instead of being sent them.
 	Substituted int
@@ -175,6 +178,21 @@ func copyPaths(ctx context.Context, r io.Reader, w io.Writer, paths []string, lo
 		return st, err
 	}
 
+	pipelined := version&0xff >= addToStoreNarMinorMin && !forceImport
+	var early chan infosResult
+	if pipelined {
+		// The store's records of the closure are read while the node answers the
+		// query below: the copy needs them before its first path (which paths it
+		// dumps), and the local query then hides behind the node's.
+		early = make(chan infosResult, 1)
+		ictx, cancelInfos := context.WithCancel(ctx)
+		defer cancelInfos()
+		go func() {
+			m, err := local.NARInfos(ictx, closure)
+			early <- infosResult{m, err}
+		}()
+	}
+
 	// Which of the closure does the node hold? lock: the node keeps them from
 	// its garbage collector until the copy ends.
 	valid, err := queryValid(enc, in, closure, false)
@@ -210,8 +228,8 @@ func copyPaths(ctx context.Context, r io.Reader, w io.Writer, paths []string, lo
 	if cw, ok := w.(interface{ CloseWrite() error }); ok {
 		closeWrite = func() { _ = cw.CloseWrite() }
 	}
-	if version&0xff >= addToStoreNarMinorMin && !forceImport {
-		return st, sendPipelined(ctx, enc, in, missing, valid, len(closure), local, &st, closeWrite)
+	if pipelined {
+		return st, sendPipelined(ctx, enc, in, missing, valid, len(closure), local, early, &st, closeWrite)
 	}
 	enc.uint64(cmdImportPaths)
 	if err := sendExports(ctx, enc, missing, valid, len(closure), local, &st); err != nil {

@@ -62,25 +62,31 @@ type infosResult struct {
 	err   error
 }
 
-// sendPipelined adds missing to the node with one cmdAddToStoreNar each, in the
-// local export's order (every path after the paths it references), and returns
-// once the node has confirmed every one.
-func sendPipelined(ctx context.Context, enc *encoder, in io.Reader, missing []string, valid map[string]bool, maxRefs int, local Store, st *Stats, closeWrite func()) error {
+// sendPipelined adds missing to the node with one cmdAddToStoreNar each: the long
+// paths it can dump first (planDumps), then the rest in the local export's order
+// (every path after the paths it references); it returns once the node has
+// confirmed every one. early is the store's records of the closure, asked while
+// the node answered which paths it holds.
+func sendPipelined(ctx context.Context, enc *encoder, in io.Reader, missing []string, valid map[string]bool, maxRefs int, local Store, early <-chan infosResult, st *Stats, closeWrite func()) error {
 	ectx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	infos := make(chan infosResult, 1)
-	go func() {
-		m, err := local.NARInfos(ectx, missing)
-		infos <- infosResult{m, err}
-	}()
+	plan, err := planDumps(ctx, local, missing, valid, firstInfos(ectx, local, missing, early))
+	if err != nil {
+		return err
+	}
+	rest := plan.rest
 	pr, pw := io.Pipe()
 	exported := make(chan error, 1)
-	go func() {
-		err := local.Export(ectx, missing, pw)
-		_ = pw.CloseWithError(err)
-		exported <- err
-	}()
+	if len(rest) > 0 {
+		go func() {
+			err := local.Export(ectx, rest, pw)
+			_ = pw.CloseWithError(err)
+			exported <- err
+		}()
+	} else {
+		exported <- nil
+	}
 	// The node's answers, one per path, are read as they come: the node never
 	// waits to write one, and the client never waits for one before the next
 	// path. sent tells the reader which path each answer is of.
@@ -88,7 +94,12 @@ func sendPipelined(ctx context.Context, enc *encoder, in io.Reader, missing []st
 	acked := make(chan error, 1)
 	go func() { acked <- readAcks(in, sent, len(missing)) }()
 
-	current, err := forwardNARs(ctx, bufio.NewReaderSize(pr, bufSize), enc, missing, valid, maxRefs, infos, sent, st)
+	current, err := sendDumped(ctx, enc, local, plan.long, plan.infos, sent, st)
+	if err == nil && len(rest) > 0 {
+		current, err = forwardNARs(ctx, bufio.NewReaderSize(pr, bufSize), enc, rest, withDumped(valid, plan.long), maxRefs, plan.ch, sent, st)
+	} else if err == nil {
+		err = enc.flush()
+	}
 	close(sent)
 	if err != nil {
 		cancel()
@@ -154,6 +165,7 @@ func forwardNARs(ctx context.Context, src *bufio.Reader, enc *encoder, missing [
 		asked[p] = true
 	}
 	infos := &narInfos{ch: infosCh}
+	forwarded := 0
 	nar := &narBuffer{limit: narMemory}
 	defer nar.close()
 	for {
@@ -204,6 +216,7 @@ func forwardNARs(ctx context.Context, src *bufio.Reader, enc *encoder, missing [
 		}
 		done[t.Path] = true
 		st.Sent++
+		forwarded++
 		sent <- t.Path
 		// As in the import: what is buffered goes out when the buffer fills, or
 		// here when the local export has nothing more ready.
@@ -219,10 +232,10 @@ func forwardNARs(ctx context.Context, src *bufio.Reader, enc *encoder, missing [
 	case err != io.EOF:
 		return "", fmt.Errorf("local export: %w", err)
 	}
-	if st.Sent != len(missing) {
+	if forwarded != len(missing) {
 		for _, p := range missing {
 			if !done[p] {
-				return "", fmt.Errorf("local export: %d of %d paths left out, %s among them", len(missing)-st.Sent, len(missing), p)
+				return "", fmt.Errorf("local export: %d of %d paths left out, %s among them", len(missing)-forwarded, len(missing), p)
 			}
 		}
 	}

@@ -49,24 +49,134 @@ func validIn(t *testing.T, dir string, closure []string) []string {
 }
 
 // lyingStore is this machine's store with a wrong NAR hash for one path, or with
-// a wrong deriver for it (deriver set).
+// a wrong deriver for it (deriver set), or a wrong NAR size (sizeBy added).
 type lyingStore struct {
 	nixserve.LocalStore
 	about   string
 	deriver string
+	sizeBy  int
 }
 
 func (s lyingStore) NARInfos(ctx context.Context, paths []string) (map[string]nixserve.NARInfo, error) {
 	m, err := s.LocalStore.NARInfos(ctx, paths)
 	if info, ok := m[s.about]; ok {
-		if s.deriver != "" {
+		switch {
+		case s.deriver != "":
 			info.Deriver = s.deriver
-		} else {
+		case s.sizeBy != 0:
+			info.Size = uint64(int(info.Size) + s.sizeBy)
+		default:
 			info.Hash = strings.Repeat("0", 64)
 		}
 		m[s.about] = info
 	}
 	return m, err
+}
+
+// pathsLike gives the paths of closure whose name ends in suffix.
+func pathsLike(closure []string, suffix string) []string {
+	var out []string
+	for _, p := range closure {
+		if strings.HasSuffix(p, suffix) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Issue 35: a long path whose references the node holds goes from the store's
+// dump, not its export (which would hash it here as well as on the node). On a
+// node that lacks the references, the same path goes in the export.
+func TestServeDumpsLongPaths(t *testing.T) {
+	needNixBuild(t)
+	root, closure := buildTestClosure(t, "serve-dump", 20, 1)
+	big := pathsLike(closure, "-sy-copy-big-serve-dump")
+	leaves := pathsLike(closure, "-serve-dump")
+	leaves = slices.DeleteFunc(leaves, func(p string) bool { return !strings.Contains(p, "-sy-copy-leaf-") })
+	if len(big) != 1 || len(leaves) != 20 {
+		t.Fatalf("closure %v", closure)
+	}
+	defer nixserve.SetDumpMin(512 << 10)()
+	ctx := ctxFor(t, 2*time.Minute)
+	for _, c := range []struct {
+		name     string
+		first    []string // copied before the root
+		dumped   int
+		exported bool // the big path went in the export
+	}{
+		{"references missing", nil, 0, true},
+		{"references held", leaves, 1, false},
+	} {
+		nixserve.ResetSpool()
+		wrapper, exported := countingNixStore(t)
+		restore := nixserve.SetThroughStore(nixserve.LocalStore{Command: wrapper})
+		dir := filepath.Join(t.TempDir(), "node")
+		if c.first != nil {
+			if _, err := nixserve.CopyThrough(ctx, localServe(dir), c.first, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		st, err := nixserve.CopyThrough(ctx, localServe(dir), []string{root}, nil)
+		restore()
+		if err != nil || st.Dumped != c.dumped || st.Sent != len(closure)-len(c.first) {
+			t.Errorf("%s: %+v, %v", c.name, st, err)
+		}
+		if got := slices.Contains(exported(), big[0]); got != c.exported {
+			t.Errorf("%s: the long path in the export: %v, want %v", c.name, got, c.exported)
+		}
+		if valid := validIn(t, dir, closure); len(valid) != len(closure) {
+			t.Fatalf("%s: %d of %d paths valid on the node", c.name, len(valid), len(closure))
+		}
+		local := nixStoreOut(t, "--query", "--hash", big[0])
+		if node := nixStoreOut(t, "--store", dir, "--query", "--hash", big[0]); node != local {
+			t.Errorf("%s: the long path's NAR hash on the node %q, here %q", c.name, node, local)
+		}
+	}
+	nixserve.ResetSpool()
+}
+
+// A dumped NAR is checked as an exported one is: a wrong hash is refused by the
+// node and named; a NAR shorter or longer than the store records ends the copy
+// here, naming the path.
+func TestServeDumpedNARChecked(t *testing.T) {
+	needNixBuild(t)
+	root, closure := buildTestClosure(t, "serve-dump-lie", 5, 1)
+	big := pathsLike(closure, "-sy-copy-big-serve-dump-lie")
+	var leaves []string
+	for _, p := range closure {
+		if strings.Contains(p, "-sy-copy-leaf-") {
+			leaves = append(leaves, p)
+		}
+	}
+	defer nixserve.SetDumpMin(512 << 10)()
+	ctx := ctxFor(t, 2*time.Minute)
+	for _, c := range []struct {
+		name   string
+		sizeBy int
+		want   string
+	}{
+		{"wrong hash", 0, "hash mismatch"},
+		{"shorter than recorded", 8, "the store records"},
+		{"longer than recorded", -8, "is longer than"},
+	} {
+		nixserve.ResetSpool()
+		dir := filepath.Join(t.TempDir(), "node")
+		if _, err := nixserve.CopyThrough(ctx, localServe(dir), leaves, nil); err != nil {
+			t.Fatal(err)
+		}
+		restore := nixserve.SetThroughStore(lyingStore{about: big[0], sizeBy: c.sizeBy})
+		st, err := nixserve.CopyThrough(ctx, localServe(dir), []string{root}, nil)
+		restore()
+		// A NAR of the wrong size does not go out in full; one of the wrong hash
+		// does, and the node refuses it.
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), big[0]) || (c.sizeBy != 0 && st.Dumped != 0) {
+			t.Errorf("%s: %+v, %v", c.name, st, err)
+		}
+		if slices.Contains(validIn(t, dir, closure), big[0]) {
+			t.Errorf("%s: the node holds the long path", c.name)
+		}
+	}
+	nixserve.ResetSpool()
 }
 
 // TestServeStreamedNARChecked: a long NAR goes out before its trailer, under the

@@ -103,6 +103,52 @@ func TestConcurrentCopiesExportOnce(t *testing.T) {
 	}
 }
 
+// Issue 35: a copy alone in the process streams a record longer than it may spool
+// (here 256 KiB) to its node and leaves it out of the spool: a later copy exports
+// that path again, and only that one. With another copy running, the record is
+// spooled, and a later copy reads it from there.
+func TestLoneCopyLeavesLongRecordOut(t *testing.T) {
+	needNixBuild(t)
+	root, closure := buildTestClosure(t, "spool-alone", 10, 1)
+	big := ""
+	for _, p := range closure {
+		if strings.HasSuffix(p, "-sy-copy-big-spool-alone") {
+			big = p
+		}
+	}
+	if big == "" {
+		t.Fatalf("no big path in %v", closure)
+	}
+	defer nixserve.SetSpoolAloneMax(256 << 10)()
+	for _, company := range []bool{false, true} {
+		nixserve.ResetSpool()
+		wrapper, exported := countingNixStore(t)
+		local := nixserve.LocalStore{Command: wrapper}
+		release := func() {}
+		if company {
+			release = nixserve.HoldSpool()
+		}
+		for i := range 2 {
+			n := newFakeNode()
+			st, err, served := copyTo(ctxFor(t, time.Minute), n, local, root)
+			if err != nil || served != nil || st.Sent != len(closure) || n.count() != len(closure) {
+				t.Fatalf("company %v, copy %d: %+v, %v; node: %v; %d of %d paths", company, i+1, st, err, served, n.count(), len(closure))
+			}
+		}
+		release()
+		want := 2
+		if company {
+			want = 1
+		}
+		got := exported()
+		if c := slices.Index(got, big); strings.Count(strings.Join(got, " "), big) != want || c < 0 || len(got) != len(closure)+want-1 {
+			t.Errorf("company %v: exported %d paths for a closure of %d, the long one %d times (want %d)",
+				company, len(got), len(closure), strings.Count(strings.Join(got, " "), big), want)
+		}
+	}
+	nixserve.ResetSpool()
+}
+
 // A copy that breaks off (its node dies, its context ends) in the middle of the
 // export it produces for the others leaves them to produce the rest themselves.
 func TestSharedExportSurvivesAFailedCopy(t *testing.T) {

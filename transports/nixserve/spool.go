@@ -31,6 +31,14 @@ var spoolIdle = 2 * time.Minute
 // spoolDir is where the spool's files are created ("": os.TempDir). For tests.
 var spoolDir = ""
 
+// spoolAloneMax is how much of one record a copy alone in the process spools
+// (issue 35): past it, while no other copy runs, the record streams to its node
+// only. Spooling a 1 GiB record cost a lone copy a tenth of its CPU (the write
+// into the page cache and the disk's writeback) for copies that may never come; a
+// later one exports the path again, and spools it if it has company. A variable
+// for tests.
+var spoolAloneMax int64 = 64 << 20
+
 // exports is the process's spool.
 var exports spool
 
@@ -178,6 +186,53 @@ func (sp *spool) done(command, path string, pr *producer, f *os.File, off, n int
 	return nil
 }
 
+// alone tells whether one Export runs: the caller's.
+func (sp *spool) alone() bool {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	return sp.users <= 1
+}
+
+// errLeftOut is the error of an entry whose record its producer did not spool.
+var errLeftOut = errors.New("left out of the spool")
+
+// leaveOut drops pr's entry of path, which was streamed and not spooled; whoever
+// waits for it exports the path itself.
+func (sp *spool) leaveOut(command, path string, pr *producer) error {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	k := spoolKey(command, path)
+	e := sp.entries[k]
+	if e == nil || e.by != pr {
+		return fmt.Errorf("%s was not asked for", clip(path))
+	}
+	e.err = errLeftOut
+	delete(sp.entries, k)
+	close(e.ready)
+	return nil
+}
+
+// recordSpool passes a record's bytes to the spool file's writer; with lone set,
+// it drops the record once it passes spoolAloneMax bytes while no other copy runs.
+type recordSpool struct {
+	w       io.Writer
+	lone    bool
+	n       int64
+	dropped bool
+}
+
+func (r *recordSpool) Write(p []byte) (int, error) {
+	if r.dropped {
+		return len(p), nil
+	}
+	if r.lone && r.n+int64(len(p)) > spoolAloneMax && exports.alone() {
+		r.dropped = true
+		return len(p), nil
+	}
+	r.n += int64(len(p))
+	return r.w.Write(p)
+}
+
 // fail drops pr's entries of paths that are not ready yet; whoever waits for them
 // sees err and asks again.
 func (sp *spool) fail(command string, paths []string, pr *producer, err error) {
@@ -260,12 +315,14 @@ func (s LocalStore) produceRecords(ctx context.Context, pr *producer, paths []st
 				if marker != 1 {
 					return fmt.Errorf("%s %s: %d where 1 or 0 belongs", argv[0], argv[1], marker)
 				}
-				var dst io.Writer = out
+				// A record streamed to a node may be left out of the spool.
+				rec := &recordSpool{w: out, lone: tee != nil}
+				var dst io.Writer = rec
 				if tee != nil {
 					if _, err := tee.Write(one[:]); err != nil {
 						return err
 					}
-					dst = io.MultiWriter(out, tee)
+					dst = io.MultiWriter(rec, tee)
 				}
 				cw := &countingWriter{w: dst, n: new(int64)}
 				if err := forwardNAR(src, cw); err != nil {
@@ -283,10 +340,23 @@ func (s LocalStore) produceRecords(ctx context.Context, pr *producer, paths []st
 				if err := out.Flush(); err != nil {
 					return fmt.Errorf("export spool: %w", err)
 				}
-				if err := exports.done(s.Command, t.Path, pr, f, off, *cw.n); err != nil {
-					return fmt.Errorf("%s %s: %w", argv[0], argv[1], err)
+				if rec.dropped {
+					// What of it was spooled goes; the next record takes its place.
+					if err := f.Truncate(off); err != nil {
+						return fmt.Errorf("export spool: %w", err)
+					}
+					if _, err := f.Seek(off, io.SeekStart); err != nil {
+						return fmt.Errorf("export spool: %w", err)
+					}
+					if err := exports.leaveOut(s.Command, t.Path, pr); err != nil {
+						return fmt.Errorf("%s %s: %w", argv[0], argv[1], err)
+					}
+				} else {
+					if err := exports.done(s.Command, t.Path, pr, f, off, *cw.n); err != nil {
+						return fmt.Errorf("%s %s: %w", argv[0], argv[1], err)
+					}
+					off += *cw.n
 				}
-				off += *cw.n
 				if teeBuf != nil && src.Buffered() == 0 {
 					if err := teeBuf.Flush(); err != nil {
 						return err
