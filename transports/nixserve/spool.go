@@ -206,26 +206,32 @@ func (sp *spool) leaveOut(command, path string, pr *producer) error {
 	if e == nil || e.by != pr {
 		return fmt.Errorf("%s was not asked for", clip(path))
 	}
+	select {
+	case <-e.ready:
+		return fmt.Errorf("%s comes twice", clip(path))
+	default:
+	}
 	e.err = errLeftOut
 	delete(sp.entries, k)
 	close(e.ready)
 	return nil
 }
 
-// recordSpool passes a record's bytes to the spool file's writer; with lone set,
-// it drops the record once it passes spoolAloneMax bytes while no other copy runs.
+// recordSpool passes a record's bytes to the spool file's writer; a record that
+// is streamed to a node as well is dropped once it passes spoolAloneMax bytes while
+// no other copy runs.
 type recordSpool struct {
-	w       io.Writer
-	lone    bool
-	n       int64
-	dropped bool
+	w        io.Writer
+	streamed bool
+	n        int64
+	dropped  bool
 }
 
 func (r *recordSpool) Write(p []byte) (int, error) {
 	if r.dropped {
 		return len(p), nil
 	}
-	if r.lone && r.n+int64(len(p)) > spoolAloneMax && exports.alone() {
+	if r.streamed && r.n+int64(len(p)) > spoolAloneMax && exports.alone() {
 		r.dropped = true
 		return len(p), nil
 	}
@@ -316,7 +322,7 @@ func (s LocalStore) produceRecords(ctx context.Context, pr *producer, paths []st
 					return fmt.Errorf("%s %s: %d where 1 or 0 belongs", argv[0], argv[1], marker)
 				}
 				// A record streamed to a node may be left out of the spool.
-				rec := &recordSpool{w: out, lone: tee != nil}
+				rec := &recordSpool{w: out, streamed: tee != nil}
 				var dst io.Writer = rec
 				if tee != nil {
 					if _, err := tee.Write(one[:]); err != nil {
