@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"sync"
 )
 
 // Long paths whose references the node already holds go to it before the export
@@ -94,19 +95,24 @@ func dumpable(missing []string, valid map[string]bool, infos map[string]NARInfo)
 // firstInfos gives the store's records for a copy of missing: the closure's,
 // asked early, when they are here; else whichever comes first of them and the
 // records of missing alone (a few paths of a large closure come back sooner).
-func firstInfos(ctx context.Context, local Store, missing []string, early <-chan infosResult) <-chan infosResult {
+// wait returns once the query it started has ended (cancel ctx first).
+func firstInfos(ctx context.Context, local Store, missing []string, early <-chan infosResult) (_ <-chan infosResult, wait func()) {
 	select {
 	case r := <-early:
-		return resent(r)
+		return resent(r), func() {}
 	default:
 	}
+	var wg sync.WaitGroup
+	wg.Add(2)
 	mine := make(chan infosResult, 1)
 	go func() {
+		defer wg.Done()
 		m, err := local.NARInfos(ctx, missing)
 		mine <- infosResult{m, err}
 	}()
 	out := make(chan infosResult, 1)
 	go func() {
+		defer wg.Done()
 		select {
 		case r := <-early:
 			out <- r
@@ -116,7 +122,7 @@ func firstInfos(ctx context.Context, local Store, missing []string, early <-chan
 			out <- infosResult{nil, ctx.Err()}
 		}
 	}()
-	return out
+	return out, wg.Wait
 }
 
 // resent is a channel that holds r.

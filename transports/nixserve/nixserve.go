@@ -186,8 +186,11 @@ func copyPaths(ctx context.Context, r io.Reader, w io.Writer, paths []string, lo
 		// dumps), and the local query then hides behind the node's.
 		early = make(chan infosResult, 1)
 		ictx, cancelInfos := context.WithCancel(ctx)
-		defer cancelInfos()
+		asked := make(chan struct{})
+		// No query outlives the copy: one not needed (nothing missing) is stopped.
+		defer func() { cancelInfos(); <-asked }()
 		go func() {
+			defer close(asked)
 			m, err := local.NARInfos(ictx, closure)
 			early <- infosResult{m, err}
 		}()

@@ -71,7 +71,9 @@ func sendPipelined(ctx context.Context, enc *encoder, in io.Reader, missing []st
 	ectx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	plan, err := planDumps(ctx, local, missing, valid, firstInfos(ectx, local, missing, early))
+	infos, waitInfos := firstInfos(ectx, local, missing, early)
+	defer func() { cancel(); waitInfos() }()
+	plan, err := planDumps(ctx, local, missing, valid, infos)
 	if err != nil {
 		return err
 	}
