@@ -84,6 +84,17 @@ func pathsLike(closure []string, suffix string) []string {
 	return out
 }
 
+// leavesOf gives the leaves of a test closure (testdata/closure.nix).
+func leavesOf(closure []string) []string {
+	var out []string
+	for _, p := range closure {
+		if strings.Contains(p, "-sy-copy-leaf-") {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // Issue 35: a long path whose references the node holds goes from the store's
 // dump, not its export (which would hash it here as well as on the node). On a
 // node that lacks the references, the same path goes in the export.
@@ -91,8 +102,7 @@ func TestServeDumpsLongPaths(t *testing.T) {
 	needNixBuild(t)
 	root, closure := buildTestClosure(t, "serve-dump", 20, 1)
 	big := pathsLike(closure, "-sy-copy-big-serve-dump")
-	leaves := pathsLike(closure, "-serve-dump")
-	leaves = slices.DeleteFunc(leaves, func(p string) bool { return !strings.Contains(p, "-sy-copy-leaf-") })
+	leaves := leavesOf(closure)
 	if len(big) != 1 || len(leaves) != 20 {
 		t.Fatalf("closure %v", closure)
 	}
@@ -142,11 +152,9 @@ func TestServeDumpedNARChecked(t *testing.T) {
 	needNixBuild(t)
 	root, closure := buildTestClosure(t, "serve-dump-lie", 5, 1)
 	big := pathsLike(closure, "-sy-copy-big-serve-dump-lie")
-	var leaves []string
-	for _, p := range closure {
-		if strings.Contains(p, "-sy-copy-leaf-") {
-			leaves = append(leaves, p)
-		}
+	leaves := leavesOf(closure)
+	if len(big) != 1 || len(leaves) != 5 {
+		t.Fatalf("closure %v", closure)
 	}
 	defer nixserve.SetDumpMin(512 << 10)()
 	ctx := ctxFor(t, 2*time.Minute)

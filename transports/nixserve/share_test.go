@@ -141,9 +141,15 @@ func TestLoneCopyLeavesLongRecordOut(t *testing.T) {
 			want = 1
 		}
 		got := exported()
-		if c := slices.Index(got, big); strings.Count(strings.Join(got, " "), big) != want || c < 0 || len(got) != len(closure)+want-1 {
+		times := 0
+		for _, p := range got {
+			if p == big {
+				times++
+			}
+		}
+		if times != want || len(got) != len(closure)+want-1 {
 			t.Errorf("company %v: exported %d paths for a closure of %d, the long one %d times (want %d)",
-				company, len(got), len(closure), strings.Count(strings.Join(got, " "), big), want)
+				company, len(got), len(closure), times, want)
 		}
 	}
 	nixserve.ResetSpool()
