@@ -84,28 +84,29 @@ func pathsLike(closure []string, suffix string) []string {
 	return out
 }
 
-// leavesOf gives the leaves of a test closure (testdata/closure.nix).
-func leavesOf(closure []string) []string {
-	var out []string
+// dumpClosure builds a test closure of n leaves and its 1 MiB path (big[0]), which
+// references every leaf.
+func dumpClosure(t *testing.T, tag string, n int) (root string, closure, big, leaves []string) {
+	t.Helper()
+	needNixBuild(t)
+	root, closure = buildTestClosure(t, tag, n, 1)
+	big = pathsLike(closure, "-sy-copy-big-"+tag)
 	for _, p := range closure {
 		if strings.Contains(p, "-sy-copy-leaf-") {
-			out = append(out, p)
+			leaves = append(leaves, p)
 		}
 	}
-	return out
+	if len(big) != 1 || len(leaves) != n {
+		t.Fatalf("closure %v", closure)
+	}
+	return root, closure, big, leaves
 }
 
 // Issue 35: a long path whose references the node holds goes from the store's
 // dump, not its export (which would hash it here as well as on the node). On a
 // node that lacks the references, the same path goes in the export.
 func TestServeDumpsLongPaths(t *testing.T) {
-	needNixBuild(t)
-	root, closure := buildTestClosure(t, "serve-dump", 20, 1)
-	big := pathsLike(closure, "-sy-copy-big-serve-dump")
-	leaves := leavesOf(closure)
-	if len(big) != 1 || len(leaves) != 20 {
-		t.Fatalf("closure %v", closure)
-	}
+	root, closure, big, leaves := dumpClosure(t, "serve-dump", 20)
 	defer nixserve.SetDumpMin(512 << 10)()
 	ctx := ctxFor(t, 2*time.Minute)
 	for _, c := range []struct {
@@ -149,13 +150,7 @@ func TestServeDumpsLongPaths(t *testing.T) {
 // node and named; a NAR shorter or longer than the store records ends the copy
 // here, naming the path.
 func TestServeDumpedNARChecked(t *testing.T) {
-	needNixBuild(t)
-	root, closure := buildTestClosure(t, "serve-dump-lie", 5, 1)
-	big := pathsLike(closure, "-sy-copy-big-serve-dump-lie")
-	leaves := leavesOf(closure)
-	if len(big) != 1 || len(leaves) != 5 {
-		t.Fatalf("closure %v", closure)
-	}
+	root, closure, big, leaves := dumpClosure(t, "serve-dump-lie", 5)
 	defer nixserve.SetDumpMin(512 << 10)()
 	ctx := ctxFor(t, 2*time.Minute)
 	for _, c := range []struct {

@@ -167,18 +167,27 @@ func (sp *spool) newFile() (*os.File, error) {
 	return f, nil
 }
 
+// pending is pr's entry of path, not ready yet; sp.mu is held.
+func (sp *spool) pending(command, path string, pr *producer) (*spoolEntry, error) {
+	e := sp.entries[spoolKey(command, path)]
+	if e == nil || e.by != pr {
+		return nil, fmt.Errorf("%s was not asked for", clip(path))
+	}
+	select {
+	case <-e.ready:
+		return nil, fmt.Errorf("%s comes twice", clip(path))
+	default:
+	}
+	return e, nil
+}
+
 // done publishes a path's record.
 func (sp *spool) done(command, path string, pr *producer, f *os.File, off, n int64) error {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
-	e := sp.entries[spoolKey(command, path)]
-	if e == nil || e.by != pr {
-		return fmt.Errorf("%s was not asked for", clip(path))
-	}
-	select {
-	case <-e.ready:
-		return fmt.Errorf("%s comes twice", clip(path))
-	default:
+	e, err := sp.pending(command, path, pr)
+	if err != nil {
+		return err
 	}
 	e.f, e.off, e.n = f, off, n
 	sp.size += n
@@ -201,18 +210,12 @@ var errLeftOut = errors.New("left out of the spool")
 func (sp *spool) leaveOut(command, path string, pr *producer) error {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
-	k := spoolKey(command, path)
-	e := sp.entries[k]
-	if e == nil || e.by != pr {
-		return fmt.Errorf("%s was not asked for", clip(path))
-	}
-	select {
-	case <-e.ready:
-		return fmt.Errorf("%s comes twice", clip(path))
-	default:
+	e, err := sp.pending(command, path, pr)
+	if err != nil {
+		return err
 	}
 	e.err = errLeftOut
-	delete(sp.entries, k)
+	delete(sp.entries, spoolKey(command, path))
 	close(e.ready)
 	return nil
 }
