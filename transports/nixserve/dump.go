@@ -139,12 +139,14 @@ type dumpPlan struct {
 	long, rest []string
 	infos      map[string]NARInfo
 	ch         <-chan infosResult
+	opener     narOpener // the store, when it can dump
 }
 
 // planDumps waits for the store's records when the store can dump, and splits
 // missing.
 func planDumps(ctx context.Context, local Store, missing []string, valid map[string]bool, infos <-chan infosResult) (dumpPlan, error) {
-	if _, ok := local.(narOpener); !ok {
+	opener, ok := local.(narOpener)
+	if !ok {
 		return dumpPlan{rest: missing, ch: infos}, nil
 	}
 	var r infosResult
@@ -153,7 +155,7 @@ func planDumps(ctx context.Context, local Store, missing []string, valid map[str
 	case <-ctx.Done():
 		return dumpPlan{}, ctx.Err()
 	}
-	plan := dumpPlan{rest: missing, ch: resent(r)}
+	plan := dumpPlan{rest: missing, ch: resent(r), opener: opener}
 	if r.err != nil {
 		return plan, nil // the forwarder reports it, at its first held path
 	}
@@ -169,17 +171,13 @@ func planDumps(ctx context.Context, local Store, missing []string, valid map[str
 	return plan, nil
 }
 
-// sendDumped writes cmdAddToStoreNar for each of long with its NAR read from the
-// store's dump, exactly the size the store records, and gives each to sent. It
-// gives the path it failed on.
-func sendDumped(ctx context.Context, enc *encoder, local Store, long []string, infos map[string]NARInfo, sent chan<- string, st *Stats) (string, error) {
-	if len(long) == 0 {
-		return "", nil
-	}
-	opener := local.(narOpener)
-	for _, p := range long {
-		info := infos[p]
-		nar, err := opener.OpenNAR(ctx, p)
+// sendDumped writes cmdAddToStoreNar for each of plan's long paths with its NAR
+// read from the store's dump, exactly the size the store records, and gives each
+// to sent. It gives the path it failed on.
+func sendDumped(ctx context.Context, enc *encoder, plan dumpPlan, sent chan<- string, st *Stats) (string, error) {
+	for _, p := range plan.long {
+		info := plan.infos[p]
+		nar, err := plan.opener.OpenNAR(ctx, p)
 		if err != nil {
 			return p, fmt.Errorf("local store: %w", err)
 		}

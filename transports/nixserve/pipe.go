@@ -96,7 +96,7 @@ func sendPipelined(ctx context.Context, enc *encoder, in io.Reader, missing []st
 	acked := make(chan error, 1)
 	go func() { acked <- readAcks(in, sent, len(missing)) }()
 
-	current, err := sendDumped(ctx, enc, local, plan.long, plan.infos, sent, st)
+	current, err := sendDumped(ctx, enc, plan, sent, st)
 	if err == nil && len(rest) > 0 {
 		current, err = forwardNARs(ctx, bufio.NewReaderSize(pr, bufSize), enc, rest, withDumped(valid, plan.long), maxRefs, plan.ch, sent, st)
 	} else if err == nil {

@@ -195,6 +195,22 @@ func (sp *spool) done(command, path string, pr *producer, f *os.File, off, n int
 	return nil
 }
 
+// settle publishes the record of path spooled in f at off, n bytes long, or,
+// dropped, takes back what of it was spooled (the next record takes its place)
+// and leaves it out. It gives how far the file's next record starts past off.
+func (sp *spool) settle(command, path string, pr *producer, f *os.File, off, n int64, dropped bool) (int64, error) {
+	if !dropped {
+		return n, sp.done(command, path, pr, f, off, n)
+	}
+	if err := f.Truncate(off); err != nil {
+		return 0, fmt.Errorf("export spool: %w", err)
+	}
+	if _, err := f.Seek(off, io.SeekStart); err != nil {
+		return 0, fmt.Errorf("export spool: %w", err)
+	}
+	return 0, sp.leaveOut(command, path, pr)
+}
+
 // alone tells whether one Export runs: the caller's.
 func (sp *spool) alone() bool {
 	sp.mu.Lock()
@@ -349,23 +365,11 @@ func (s LocalStore) produceRecords(ctx context.Context, pr *producer, paths []st
 				if err := out.Flush(); err != nil {
 					return fmt.Errorf("export spool: %w", err)
 				}
-				if rec.dropped {
-					// What of it was spooled goes; the next record takes its place.
-					if err := f.Truncate(off); err != nil {
-						return fmt.Errorf("export spool: %w", err)
-					}
-					if _, err := f.Seek(off, io.SeekStart); err != nil {
-						return fmt.Errorf("export spool: %w", err)
-					}
-					if err := exports.leaveOut(s.Command, t.Path, pr); err != nil {
-						return fmt.Errorf("%s %s: %w", argv[0], argv[1], err)
-					}
-				} else {
-					if err := exports.done(s.Command, t.Path, pr, f, off, *cw.n); err != nil {
-						return fmt.Errorf("%s %s: %w", argv[0], argv[1], err)
-					}
-					off += *cw.n
+				n, err := exports.settle(s.Command, t.Path, pr, f, off, *cw.n, rec.dropped)
+				if err != nil {
+					return fmt.Errorf("%s %s: %w", argv[0], argv[1], err)
 				}
+				off += n
 				if teeBuf != nil && src.Buffered() == 0 {
 					if err := teeBuf.Flush(); err != nil {
 						return err
